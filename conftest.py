@@ -1,0 +1,136 @@
+"""Shared fixtures: one local SparkSession with Iceberg for the whole run, a namespace per test."""
+import csv
+import itertools
+import os
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wap_etl  # noqa: E402
+
+CATALOG = "local"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("warehouse"))
+
+
+@pytest.fixture(scope="session")
+def spark(warehouse):
+    from pyspark.sql import SparkSession
+    jar = wap_etl.find_iceberg_jar()
+    assert jar, "snowpark-connect-deps-iceberg is not installed; pip install -r requirements-dev.txt"
+    session = (
+        SparkSession.builder.master("local[2]").appName("wap_etl_tests")
+        .config("spark.jars", jar)
+        .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
+        .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
+        .config(f"spark.sql.catalog.{CATALOG}.warehouse", warehouse)
+        .config(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def write_csv(path, rows, columns=None):
+    """Write dict rows as a CSV file with a header; None becomes an empty field."""
+    columns = columns or list(rows[0].keys())
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
+    return str(path)
+
+
+class Wap:
+    """Runs the job against one test's own namespace and reads the table back."""
+
+    def __init__(self, spark, warehouse, namespace, tmp_path):
+        self.spark, self.warehouse, self.ns, self.tmp = spark, warehouse, namespace, tmp_path
+        self.table = f"{namespace}.orders"
+        self.reports = str(tmp_path / "reports")
+        self._files = itertools.count()
+
+    @property
+    def sql(self):
+        return f"{CATALOG}.{self.table}"
+
+    def csv(self, rows, columns=None, name=None):
+        name = name or f"batch{next(self._files)}.csv"
+        return write_csv(self.tmp / "in" / name, rows, columns)
+
+    def args(self, source, **params):
+        params.setdefault("table", self.table)
+        params.setdefault("catalog", CATALOG)
+        params.setdefault("warehouse", self.warehouse)
+        params.setdefault("report_path", self.reports)
+        argv = ["--source_path", source]
+        for k, v in params.items():
+            if v is not None:
+                argv += [f"--{k}", v if isinstance(v, str) else wap_etl.json.dumps(v)]
+        return argv
+
+    def run(self, source, **params):
+        """(exit code, report) of one in-process run; `source` is a path or a list of dict rows."""
+        if isinstance(source, list):
+            source = self.csv(source)
+        return wap_etl.run(self.args(source, **params))
+
+    def refs(self):
+        if not self.exists():
+            return {}
+        return {r[0]: r[1] for r in self.spark.sql(f"SELECT name, snapshot_id FROM {self.sql}.refs").collect()}
+
+    def exists(self):
+        return self.spark.catalog.tableExists(self.sql)
+
+    def rows(self, ref=None, order="id"):
+        """Rows of main (or of a branch) as dicts, sorted."""
+        df = self.spark.read.format("iceberg")
+        if ref:
+            df = df.option("branch", ref)
+        return [r.asDict() for r in df.load(self.sql).orderBy(order).collect()]
+
+    def ids(self, ref=None):
+        return [r["id"] for r in self.rows(ref)]
+
+    def wap_branch_conf(self):
+        return self.spark.conf.get("spark.wap.branch", None)
+
+
+@pytest.fixture
+def ns(request):
+    """A namespace of this test's own, so tests never see each other's tables."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:60]
+    return f"t{next(_counter)}_{name}"
+
+
+@pytest.fixture
+def wap(spark, warehouse, ns, tmp_path):
+    return Wap(spark, warehouse, ns, tmp_path)
+
+
+ORDERS = [
+    {"id": 1, "customer": "ann", "amount": 10.5, "status": "new"},
+    {"id": 2, "customer": "bob", "amount": 20.0, "status": "paid"},
+    {"id": 3, "customer": "cid", "amount": 7.25, "status": "paid"},
+]
+
+
+@pytest.fixture
+def orders():
+    return [dict(r) for r in ORDERS]

@@ -1,0 +1,1322 @@
+"""wap_etl: Write-Audit-Publish for Apache Iceberg tables, in one PySpark file.
+
+Reads a batch, applies `transform`, stages it on a per-run Iceberg audit branch, audits the staged
+rows with declarative checks and, only if every blocking check passes, fast-forwards `main` to the
+branch. Runs unchanged as an AWS Glue 5.0 job, with `spark-submit`, and with plain `python`.
+
+    python wap_etl.py --source_path data/orders.csv --table shop.orders
+
+Exit codes: 0 success, 1 unexpected error, 2 bad parameters or check spec (nothing written),
+3 audit failed (main untouched, branch kept for inspection).
+"""
+
+# =================================================================================================
+# Edit here: your checks and your transform.
+# =================================================================================================
+
+# Each check: a type, the columns it looks at, and an action: "fail" blocks publish, "warn" only
+# reports, "drop" quarantines the offending rows before the write. `--checks` replaces this list.
+CHECKS = [
+    {"check": "not_null", "column": "order_id"},
+    {"check": "unique", "columns": ["order_id"]},
+    {"check": "between", "column": "amount", "min": 0},
+    {"check": "accepted_values", "column": "status", "values": ["new", "paid", "shipped"]},
+    {"check": "row_count", "min": 1},
+]
+
+
+def transform(df):
+    """Your business logic: DataFrame in, DataFrame out. Runs before the audit, so checks see its output."""
+    return df
+
+
+# =================================================================================================
+# The job. Nothing below needs editing for everyday use.
+# =================================================================================================
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+log = logging.getLogger("wap_etl")
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_AUDIT_FAILED = 0, 1, 2, 3
+ICEBERG_MAVEN = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.7.1"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+BRANCH_PREFIX = "audit_"
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+=@-]{0,127}$")
+BATCH_PROPERTY = "wap.batch_id"
+FINGERPRINT_PROPERTY = "wap.input_fingerprint"
+SOURCE_FORMATS = ("csv", "json", "parquet")
+SOURCE_EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json",
+                     ".ndjson": "json", ".parquet": "parquet"}
+
+
+class WapError(Exception):
+    """A run-ending condition with its exit code: 2 for bad input, 1 for everything else."""
+
+    def __init__(self, message, code=EXIT_ERROR):
+        super().__init__(message)
+        self.code = code
+
+
+def bad_input(message):
+    return WapError(message, EXIT_BAD_INPUT)
+
+
+# =================================================================================================
+# Parameters
+# =================================================================================================
+
+# name: (default, help). Glue passes every parameter as `--name value`; so does the local CLI.
+PARAMS = {
+    "source_path": (None, "file or folder to read: local path or s3:// URI (required)"),
+    "source_format": (None, "csv | json | parquet; default: from the path's extension"),
+    "source_options": ("{}", "JSON object of Spark reader options"),
+    "source_schema": ("auto", "auto | infer | table: CSV column types from the existing table "
+                              "(auto: when it exists) or inferred by Spark"),
+    "table": (None, "target table as namespace.table (required)"),
+    "catalog": ("glue_catalog", "Spark catalog name"),
+    "catalog_type": (None, "glue | hadoop; default glue on Glue, hadoop elsewhere"),
+    "warehouse": (None, "warehouse location; default ./warehouse for hadoop"),
+    "checks": (None, "checks as JSON text or a path to a JSON file; default: CHECKS in this file"),
+    "batch_id": (None, "the batch's identity; default: a fingerprint of table and input files"),
+    "publish": ("true", "false: stage and audit only, keep the branch"),
+    "report_path": (None, "folder for the JSON run report"),
+    "partition_by": (None, "comma-separated partition columns, used when the table is created"),
+    "iceberg_jar": (None, "path to the Iceberg Spark runtime jar (local runs only)"),
+    "branch_retention_days": ("7", "days an audit branch is kept before snapshot expiry removes it"),
+    "status": ("false", "true: print the table's main snapshot, open audit branches and last runs"),
+}
+BOOLEAN_PARAMS = {"publish", "status"}
+
+
+@dataclass
+class Params:
+    source_path: str
+    table: str
+    namespace: str
+    table_name: str
+    catalog: str
+    catalog_type: str
+    warehouse: str
+    source_format: str
+    source_options: dict
+    source_schema: str
+    checks: list
+    batch_id: str
+    publish: bool
+    report_path: str
+    partition_by: list
+    iceberg_jar: str
+    branch_retention_days: int
+    status: bool = False
+    on_glue: bool = False
+    glue_args: dict = field(default_factory=dict, repr=False)
+
+
+def on_glue(argv):
+    """Glue always passes --JOB_NAME; a laptop with the awsglue package installed does not."""
+    if "--JOB_NAME" not in argv:
+        return False
+    try:
+        import awsglue.utils  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def read_raw_args(argv):
+    """Parse `--name value` pairs with Glue's own parser on Glue, argparse elsewhere."""
+    if on_glue(argv):
+        from awsglue.utils import getResolvedOptions
+        present = [n for n in PARAMS if f"--{n}" in argv]
+        resolved = getResolvedOptions(["wap_etl.py"] + list(argv), present + ["JOB_NAME"])
+        raw = {n: resolved.get(n, default) for n, (default, _) in PARAMS.items()}
+        return raw, True, resolved
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise bad_input(message)
+
+    parser = Parser(prog="wap_etl.py", description=__doc__.split("\n")[0])
+    for name, (default, help_text) in PARAMS.items():
+        if name in BOOLEAN_PARAMS:
+            parser.add_argument(f"--{name}", default=default, nargs="?", const="true", help=help_text)
+        else:
+            parser.add_argument(f"--{name}", default=default, help=help_text)
+    return vars(parser.parse_args(list(argv))), False, {}
+
+
+def parse_bool(name, value):
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise bad_input(f"--{name}: expected true or false, got {value!r}")
+
+
+def parse_json_param(name, text, kind):
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise bad_input(f"--{name}: not valid JSON ({e})") from None
+    if not isinstance(value, kind):
+        raise bad_input(f"--{name}: expected a JSON {kind.__name__.replace('dict', 'object')}")
+    return value
+
+
+def check_identifier(what, name):
+    if not isinstance(name, str) or not IDENTIFIER.match(name):
+        raise bad_input(f"{what}: {name!r} is not a valid identifier (letters, digits, _; "
+                        "must not start with a digit)")
+    return name
+
+
+def read_text(location):
+    """Text of a local file or an s3:// object."""
+    if location.startswith("s3://"):
+        import boto3
+        bucket, _, key = location[5:].partition("/")
+        return boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
+    with open(location, encoding="utf-8") as f:
+        return f.read()
+
+
+def load_checks_param(value):
+    """--checks is JSON text, a local path or an s3:// URI; the in-file CHECKS otherwise."""
+    if value is None:
+        return [dict(c) for c in CHECKS]
+    text = value.strip()
+    if not text.startswith(("[", "{")):
+        try:
+            text = read_text(text)
+        except (OSError, Exception) as e:  # noqa: B014 - boto3 errors have no common base here
+            raise bad_input(f"--checks: cannot read {value!r} ({e})") from None
+    checks = parse_json_param("checks", text, (list, dict))
+    if isinstance(checks, dict):
+        checks = checks.get("checks")
+        if not isinstance(checks, list):
+            raise bad_input("--checks: expected a JSON list of checks (or {\"checks\": [...]})")
+    return checks
+
+
+def infer_format(path):
+    """Guess the reader from the extension of the path or, for a local folder, of its files."""
+    candidates = [path]
+    if "://" not in path and os.path.isdir(path):
+        candidates = sorted(os.listdir(path))
+    for name in candidates:
+        ext = os.path.splitext(name.rstrip("/").lower())[1]
+        if ext in SOURCE_EXTENSIONS:
+            return SOURCE_EXTENSIONS[ext]
+    raise bad_input(f"--source_format: cannot infer it from {path!r}; pass csv, json or parquet")
+
+
+def parse_params(argv):
+    """Validate every parameter up front: bad input must fail before anything is written."""
+    raw, glue, glue_args = read_raw_args(argv)
+    status = parse_bool("status", raw["status"])
+    for name in ("table",) if status else ("source_path", "table"):
+        if not raw.get(name) or not str(raw[name]).strip():
+            raise bad_input(f"--{name}: required")
+    source_path = (raw["source_path"] or "").strip()
+    if not status and "://" not in source_path:
+        if not os.path.exists(source_path):
+            raise bad_input(f"--source_path: {source_path!r} does not exist")
+        if os.path.isdir(source_path) and not any(not n.startswith((".", "_"))
+                                                  for n in os.listdir(source_path)):
+            raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
+    parts = raw["table"].split(".")
+    if len(parts) != 2:
+        raise bad_input(f"--table: expected namespace.table, got {raw['table']!r}")
+    namespace = check_identifier("--table", parts[0])
+    table_name = check_identifier("--table", parts[1])
+    catalog = check_identifier("--catalog", raw["catalog"])
+    catalog_type = raw["catalog_type"] or ("glue" if glue else "hadoop")
+    if catalog_type not in ("glue", "hadoop"):
+        raise bad_input(f"--catalog_type: expected glue or hadoop, got {catalog_type!r}")
+    warehouse = raw["warehouse"] or ("./warehouse" if catalog_type == "hadoop" else None)
+    if catalog_type == "hadoop" and "://" not in warehouse:
+        warehouse = os.path.abspath(warehouse)
+    source_format = (raw["source_format"] or ("csv" if status else infer_format(source_path))).lower()
+    if source_format not in SOURCE_FORMATS:
+        raise bad_input(f"--source_format: expected one of {', '.join(SOURCE_FORMATS)}, "
+                        f"got {source_format!r}")
+    source_options = parse_json_param("source_options", raw["source_options"] or "{}", dict)
+    source_schema = (raw["source_schema"] or "auto").lower()
+    if source_schema not in ("auto", "infer", "table"):
+        raise bad_input(f"--source_schema: expected auto, infer or table, got {source_schema!r}")
+    batch_id = raw["batch_id"]
+    if batch_id is not None and not BATCH_ID.match(batch_id):
+        raise bad_input(f"--batch_id: {batch_id!r} is not allowed (1-128 of letters, digits and "
+                        "_ . : + = @ -, starting with a letter or digit)")
+    partition_by = [c.strip() for c in (raw["partition_by"] or "").split(",") if c.strip()]
+    try:
+        retention = int(raw["branch_retention_days"])
+        if retention < 1:
+            raise ValueError
+    except ValueError:
+        raise bad_input("--branch_retention_days: expected a whole number of days >= 1") from None
+    return Params(
+        source_path=source_path, table=f"{namespace}.{table_name}", namespace=namespace,
+        table_name=table_name, catalog=catalog, catalog_type=catalog_type, warehouse=warehouse,
+        source_format=source_format, source_options=source_options, source_schema=source_schema,
+        checks=load_checks_param(raw["checks"]), batch_id=batch_id,
+        publish=parse_bool("publish", raw["publish"]), report_path=raw["report_path"],
+        partition_by=partition_by, iceberg_jar=raw["iceberg_jar"],
+        branch_retention_days=retention, status=status, on_glue=glue, glue_args=glue_args)
+
+
+# =================================================================================================
+# Checks: the spec, validated before anything runs
+# =================================================================================================
+
+# Row checks decide per row, so they are evaluated together in one aggregation and can `drop`.
+ROW_CHECKS = ("not_null", "between", "accepted_values", "regex", "expression")
+CHECK_PARAMS = {  # type: (required parameters, optional parameters)
+    "not_null": ({"column"}, set()),
+    "between": ({"column"}, {"min", "max"}),
+    "accepted_values": ({"column", "values"}, set()),
+    "regex": ({"column", "pattern"}, set()),
+    "expression": ({"expr"}, set()),
+    "unique": (set(), {"columns", "column"}),
+    "row_count": (set(), {"min", "max"}),
+    "schema": ({"columns"}, set()),
+    "freshness": ({"column", "max_age_hours"}, set()),
+    "volume": (set(), {"min_ratio", "max_ratio", "lookback"}),
+}
+COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction"}
+ACTIONS = ("fail", "warn", "drop")
+
+
+@dataclass
+class Check:
+    """One declarative expectation: a name, what to test, and what to do when it fails."""
+    name: str
+    check: str
+    action: str = "fail"
+    column: str = None
+    columns: list = None
+    min: object = None
+    max: object = None
+    values: list = None
+    pattern: str = None
+    expr: str = None
+    max_age_hours: float = None
+    min_ratio: float = None
+    max_ratio: float = None
+    lookback: int = 5
+    schema: dict = None
+    max_failing_rows: int = None
+    max_failing_fraction: float = None
+
+    @property
+    def blocking(self):
+        return self.action == "fail"
+
+    @property
+    def row_level(self):
+        return self.check in ROW_CHECKS
+
+
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_check(spec, index):
+    """Turn one JSON object into a Check, or say precisely what is wrong with it."""
+    if not isinstance(spec, dict):
+        raise bad_input(f"check #{index + 1}: expected a JSON object, got {json.dumps(spec)}")
+    kind = spec.get("check")
+    label = f"check #{index + 1} ({spec.get('name') or kind})"
+    if kind not in CHECK_PARAMS:
+        raise bad_input(f"{label}: unknown check type {kind!r}; known: {', '.join(CHECK_PARAMS)}")
+    required, optional = CHECK_PARAMS[kind]
+    missing = sorted(required - spec.keys())
+    if missing:
+        raise bad_input(f"{label}: missing parameter {', '.join(missing)}")
+    unknown = sorted(spec.keys() - required - optional - COMMON_PARAMS)
+    if unknown:
+        raise bad_input(f"{label}: unknown parameter {', '.join(unknown)}")
+
+    def need(ok, message):
+        if not ok:
+            raise bad_input(f"{label}: {message}")
+
+    action = spec.get("action", "fail")
+    need(action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    need(action != "drop" or kind in ROW_CHECKS,
+         f"action drop needs a row-level check ({', '.join(ROW_CHECKS)}), not {kind}")
+    c = Check(name="", check=kind, action=action)
+    if "column" in spec and kind != "unique":
+        need(isinstance(spec["column"], str) and spec["column"], "column must be a column name")
+        c.column = spec["column"]
+    if kind == "unique":
+        cols = spec.get("columns", [spec["column"]] if "column" in spec else None)
+        need(isinstance(cols, list) and cols and all(isinstance(x, str) and x for x in cols),
+             "columns must be a non-empty list of column names")
+        c.columns = cols
+    elif kind == "between" or kind == "row_count":
+        need("min" in spec or "max" in spec, "needs min and/or max")
+        for bound in ("min", "max"):
+            if bound in spec:
+                v = spec[bound]
+                if kind == "row_count":
+                    need(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                         f"{bound} must be a whole number >= 0")
+                else:
+                    need(is_number(v) or isinstance(v, str), f"{bound} must be a number or string")
+                setattr(c, bound, v)
+    elif kind == "accepted_values":
+        need(isinstance(spec["values"], list) and spec["values"]
+             and all(v is None or isinstance(v, (str, int, float, bool)) for v in spec["values"]),
+             "values must be a non-empty list of scalars")
+        c.values = spec["values"]
+    elif kind == "regex":
+        need(isinstance(spec["pattern"], str) and spec["pattern"], "pattern must be a string")
+        c.pattern = spec["pattern"]
+    elif kind == "expression":
+        need(isinstance(spec["expr"], str) and spec["expr"].strip(), "expr must be a SQL condition")
+        c.expr = spec["expr"]
+    elif kind == "schema":
+        need(isinstance(spec["columns"], dict) and spec["columns"]
+             and all(isinstance(k, str) and isinstance(v, str) for k, v in spec["columns"].items()),
+             "columns must be an object of column name -> Spark SQL type")
+        c.schema = spec["columns"]
+    elif kind == "freshness":
+        need(is_number(spec["max_age_hours"]) and spec["max_age_hours"] > 0,
+             "max_age_hours must be a number > 0")
+        c.max_age_hours = spec["max_age_hours"]
+    elif kind == "volume":
+        need("min_ratio" in spec or "max_ratio" in spec, "needs min_ratio and/or max_ratio")
+        for key in ("min_ratio", "max_ratio"):
+            if key in spec:
+                need(is_number(spec[key]) and spec[key] >= 0, f"{key} must be a number >= 0")
+                setattr(c, key, spec[key])
+        lookback = spec.get("lookback", 5)
+        need(isinstance(lookback, int) and not isinstance(lookback, bool) and lookback >= 1,
+             "lookback must be a whole number >= 1")
+        c.lookback = lookback
+    if "max_failing_rows" in spec:
+        v = spec["max_failing_rows"]
+        need(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+             "max_failing_rows must be a whole number >= 0")
+        c.max_failing_rows = v
+    if "max_failing_fraction" in spec:
+        v = spec["max_failing_fraction"]
+        need(is_number(v) and 0 <= v <= 1, "max_failing_fraction must be a number from 0 to 1")
+        c.max_failing_fraction = v
+    name = spec.get("name")
+    if name is not None:
+        need(isinstance(name, str) and name.strip(), "name must be a non-empty string")
+        c.name = name
+    else:
+        target = c.column or "_".join(c.columns or [])
+        c.name = f"{kind}_{target}" if target else kind
+    return c
+
+
+def parse_checks(specs):
+    """All checks of the run; names are made unique so the report can key on them."""
+    checks = [parse_check(s, i) for i, s in enumerate(specs)]
+    seen = {}
+    for c, spec in zip(checks, specs):
+        if c.name in seen:
+            if "name" in spec:
+                raise bad_input(f"check {c.name!r}: name used twice")
+            seen[c.name] += 1
+            c.name = f"{c.name}_{seen[c.name]}"
+        seen.setdefault(c.name, 1)
+    return checks
+
+
+def quote(identifier):
+    """Quote an identifier for Spark SQL; backticks inside are doubled."""
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def col(name):
+    from pyspark.sql import functions as F
+    return F.col(quote(name))
+
+
+def validate_checks_against(spark, checks, df):
+    """Checks that name missing columns, bad regexes, unparsable SQL or unknown types fail now."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    lower = {c.lower(): c for c in df.columns}
+    for c in checks:
+        label = f"check {c.name!r}"
+        for name in ([c.column] if c.column else []) + (c.columns or []):
+            if name.lower() not in lower:
+                raise bad_input(f"{label}: unknown column {name!r}; columns: {', '.join(df.columns)}")
+        if c.check == "regex":
+            try:
+                spark.sparkContext._jvm.java.util.regex.Pattern.compile(c.pattern)
+            except Exception as e:
+                raise bad_input(f"{label}: invalid regex {c.pattern!r} ({first_line(e)})") from None
+        if c.check == "expression":
+            try:
+                dtype = df.select(F.expr(c.expr).alias("x")).schema["x"].dataType
+            except Exception as e:
+                raise bad_input(f"{label}: expression does not parse: {first_line(e)}") from None
+            if not isinstance(dtype, T.BooleanType):
+                raise bad_input(f"{label}: expression must be a condition (boolean), "
+                                f"got {dtype.simpleString()}")
+        if c.check == "schema":
+            for column, type_text in c.schema.items():
+                spark_type_string(spark, label, type_text)
+        if c.check in ("between", "accepted_values", "regex"):
+            try:
+                df.select(failing_rows_condition(c)).schema
+            except Exception as e:
+                raise bad_input(f"{label}: cannot apply to column {c.column!r}: "
+                                f"{first_line(e)}") from None
+        if c.check == "freshness":
+            dtype = df.select(col(c.column)).schema[0].dataType
+            if not isinstance(dtype, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+                raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
+                                "freshness needs a date or timestamp")
+
+
+def spark_type_string(spark, label, type_text):
+    """Normalise a Spark SQL type name ('integer', 'INT') to its simple string ('int')."""
+    try:
+        return spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromDDL(
+            type_text).simpleString()
+    except Exception:
+        raise bad_input(f"{label}: unknown Spark SQL type {type_text!r}") from None
+
+
+def first_line(error):
+    """A one-line cause: for JVM errors, the innermost Java exception rather than py4j's wrapper."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        try:
+            while java.getCause() is not None and java.getCause() != java:
+                java = java.getCause()
+            text = str(java.toString())
+        except Exception:
+            text = str(error)
+    else:
+        text = str(getattr(error, "desc", None) or error)
+    text = text.strip()
+    return text.splitlines()[0][:500] if text else type(error).__name__
+
+
+# =================================================================================================
+# Session
+# =================================================================================================
+
+def find_iceberg_jar(explicit=None):
+    """The Iceberg runtime jar: --iceberg_jar, $ICEBERG_SPARK_RUNTIME_JAR, then the PyPI package."""
+    for candidate in (explicit, os.environ.get("ICEBERG_SPARK_RUNTIME_JAR")):
+        if candidate:
+            if not os.path.isfile(candidate):
+                raise bad_input(f"--iceberg_jar: {candidate!r} is not a file")
+            return candidate
+    try:
+        import snowpark_connect_deps_iceberg
+    except ImportError:
+        return None
+    folder = os.path.join(os.path.dirname(snowpark_connect_deps_iceberg.__file__), "jars")
+    jars = sorted(n for n in os.listdir(folder)
+                  if n.startswith("iceberg-spark-runtime-3.5_2.12-") and n.endswith(".jar"))
+    return os.path.join(folder, jars[-1]) if jars else None
+
+
+def catalog_conf(p):
+    """Spark settings that define the catalog: Glue Data Catalog + S3, or a local Hadoop folder."""
+    prefix = f"spark.sql.catalog.{p.catalog}"
+    conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
+    if p.catalog_type == "glue":
+        conf[f"{prefix}.catalog-impl"] = "org.apache.iceberg.aws.glue.GlueCatalog"
+        conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+    else:
+        conf[f"{prefix}.type"] = "hadoop"
+    if p.warehouse:
+        conf[f"{prefix}.warehouse"] = p.warehouse
+    # Concurrent runs must see each other's commits, not a cached table.
+    conf[f"{prefix}.cache-enabled"] = "false"
+    return conf
+
+
+def create_session(p):
+    """Reuse the active session (Glue, tests, notebooks) or build a local one with Iceberg."""
+    from pyspark.sql import SparkSession
+    glue_job = None
+    if p.on_glue:
+        from awsglue.context import GlueContext
+        from awsglue.job import Job
+        from pyspark import SparkContext
+        glue_context = GlueContext(SparkContext.getOrCreate())
+        spark = glue_context.spark_session
+        glue_job = Job(glue_context)
+        glue_job.init(p.glue_args.get("JOB_NAME", "wap_etl"), p.glue_args)
+    else:
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            builder = SparkSession.builder.appName("wap_etl").config(
+                "spark.sql.extensions", ICEBERG_EXTENSIONS)
+            if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not launched by spark-submit
+                builder = builder.master(os.environ.get("WAP_SPARK_MASTER", "local[*]"))
+            jar = find_iceberg_jar(p.iceberg_jar)
+            if jar:
+                builder = builder.config("spark.jars", jar)
+            else:
+                builder = builder.config("spark.jars.packages", ICEBERG_MAVEN)
+            spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+            spark.sparkContext.setLogLevel("WARN")
+    from py4j.java_gateway import JavaClass
+    if not isinstance(spark.sparkContext._jvm.org.apache.iceberg.spark.SparkCatalog, JavaClass):
+        raise bad_input("session: the Iceberg Spark runtime is not on the classpath; with "
+                        "spark-submit pass --jars <iceberg-spark-runtime jar> (see README) or "
+                        f"--packages {ICEBERG_MAVEN}")
+    if ICEBERG_EXTENSIONS not in (spark.conf.get("spark.sql.extensions", "") or ""):
+        raise bad_input("session: spark.sql.extensions must include " + ICEBERG_EXTENSIONS
+                        + " (on Glue: --datalake-formats iceberg and --conf, see README)")
+    if not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
+        if p.catalog_type == "glue" and not p.warehouse:
+            raise bad_input("--warehouse: required for a glue catalog (an s3:// prefix)")
+        for key, value in catalog_conf(p).items():
+            spark.conf.set(key, value)
+    return spark, glue_job
+
+
+# =================================================================================================
+# Read
+# =================================================================================================
+
+def read_source(spark, p, table_schema=None):
+    """Read the batch with the user's reader options (CSV: header and type inference by default).
+
+    CSV into an existing table reads with the table's column types: one pass instead of two, the
+    same types every batch (a header-only file would otherwise infer strings), and FAILFAST, so
+    a malformed value fails the run instead of becoming NULL.
+    """
+    options = {"header": "true", "inferSchema": "true"} if p.source_format == "csv" else {}
+    options.update({k: str(v) for k, v in p.source_options.items()})
+    use_table = (p.source_format == "csv" and table_schema is not None
+                 and options.get("header", "false").lower() == "true"
+                 and "inferSchema" not in p.source_options
+                 and p.source_schema in ("auto", "table"))
+    if p.source_schema == "table" and table_schema is None:
+        log.info("--source_schema table: the table does not exist yet, so types are inferred")
+    try:
+        reader = spark.read.format(p.source_format)
+        if use_table:
+            header = reader.options(**{**options, "inferSchema": "false"}).load(p.source_path).columns
+            types = {f.name.lower(): f.dataType for f in table_schema.fields}
+            from pyspark.sql import types as T
+            schema = T.StructType([T.StructField(name, types.get(name.lower(), T.StringType()))
+                                   for name in header])
+            options = {**options, "inferSchema": "false", "mode": "FAILFAST", "enforceSchema": "false"}
+            return reader.options(**options).schema(schema).load(p.source_path)
+        return reader.options(**options).load(p.source_path)
+    except Exception as e:
+        message = first_line(e)
+        if "PATH_NOT_FOUND" in message or "Path does not exist" in message:
+            raise bad_input(f"--source_path: {message}") from None
+        if "UNABLE_TO_INFER_SCHEMA" in message:
+            raise bad_input(f"--source_path: no readable {p.source_format} data ({message})") from None
+        raise
+
+
+def fingerprint_input(spark, p, df):
+    """Stable identity of the input: table plus each file's path, size and modification time."""
+    jvm = spark.sparkContext._jvm
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    digest = hashlib.sha256(f"{p.catalog}.{p.table}\n".encode())
+    for path in sorted(df.inputFiles()):
+        jpath = jvm.org.apache.hadoop.fs.Path(path)
+        status = jpath.getFileSystem(hadoop_conf).getFileStatus(jpath)
+        digest.update(f"{path}\t{status.getLen()}\t{status.getModificationTime()}\n".encode())
+    return digest.hexdigest()
+
+
+def branch_name(batch_id):
+    """audit_<batch_id>, with characters a branch should not carry replaced and a hash kept."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", batch_id)
+    if safe != batch_id:
+        safe += "_" + hashlib.sha1(batch_id.encode()).hexdigest()[:8]
+    return BRANCH_PREFIX + safe
+
+
+# =================================================================================================
+# Table state: everything is read from Iceberg metadata, never from memory
+# =================================================================================================
+
+@dataclass
+class TableRef:
+    catalog: str
+    namespace: str
+    name: str
+
+    @property
+    def sql(self):
+        return f"{quote(self.catalog)}.{quote(self.namespace)}.{quote(self.name)}"
+
+    @property
+    def ident(self):
+        """The 'namespace.table' string Iceberg procedures take."""
+        return f"{self.namespace}.{self.name}"
+
+    def meta(self, table):
+        return f"{self.sql}.{quote(table)}"
+
+
+def table_exists(spark, t):
+    return spark.catalog.tableExists(f"{t.catalog}.{t.namespace}.{t.name}")
+
+
+def refs(spark, t):
+    """{ref name: snapshot id} for every branch and tag."""
+    return {r["name"]: r["snapshot_id"] for r in spark.sql(f"SELECT name, snapshot_id FROM {t.meta('refs')}").collect()}
+
+
+def snapshot_info(spark, t, snapshot_id):
+    from pyspark.sql import functions as F
+    row = (spark.table(t.meta("snapshots")).filter(F.col("snapshot_id") == snapshot_id)
+           .select("snapshot_id", "parent_id", "summary", "committed_at").first())
+    return row.asDict() if row else None
+
+
+def published_snapshot_of_batch(spark, t, batch_id):
+    """The snapshot on main's history that carries this batch id, if any."""
+    from pyspark.sql import functions as F
+    history = spark.table(t.meta("history")).filter("is_current_ancestor")
+    snaps = spark.table(t.meta("snapshots")).filter(F.col("summary")[BATCH_PROPERTY] == batch_id)
+    row = snaps.join(history.select("snapshot_id"), "snapshot_id").select("snapshot_id").first()
+    return row["snapshot_id"] if row else None
+
+
+def ensure_table(spark, p, t, df):
+    """Create namespace and table if missing; make sure WAP is on for the table."""
+    if not table_exists(spark, t):
+        for c in p.partition_by:
+            if c.lower() not in {x.lower() for x in df.columns}:
+                raise bad_input(f"--partition_by: unknown column {c!r}; columns: {', '.join(df.columns)}")
+        ddl = spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(
+            df.schema.json()).toDDL()
+        partitioned = (f" PARTITIONED BY ({', '.join(quote(c) for c in p.partition_by)})"
+                       if p.partition_by else "")
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(t.catalog)}.{quote(t.namespace)}")
+        try:
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {t.sql} ({ddl}) USING iceberg{partitioned} "
+                      "TBLPROPERTIES ('format-version'='2', 'write.wap.enabled'='true')")
+        except Exception as e:
+            if "already exists" not in str(e).lower():  # a concurrent run created it first
+                raise
+        log.info("created table %s.%s", t.catalog, t.ident)
+    # With write.wap.enabled off, Iceberg silently ignores spark.wap.branch and the rows land on
+    # main. So it is set here and never unset: a run that turned it off could make a concurrent
+    # run's "staged" write go straight to main.
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {t.sql}").collect()}
+    if props.get("write.wap.enabled", "").lower() != "true":
+        spark.sql(f"ALTER TABLE {t.sql} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+    return align_to_table(spark, t, df)
+
+
+def align_to_table(spark, t, df):
+    """Line the batch up with the table's columns; refuse what would lose or corrupt data."""
+    from pyspark.sql import functions as F
+    table_schema = spark.table(t.sql).schema
+    by_lower = {f.name.lower(): f for f in df.schema.fields}
+    extra = [f.name for f in df.schema.fields
+             if f.name.lower() not in {x.name.lower() for x in table_schema.fields}]
+    if extra:
+        raise bad_input(f"schema: the batch has columns the table lacks: {', '.join(extra)}")
+    columns = []
+    for target in table_schema.fields:
+        source = by_lower.get(target.name.lower())
+        if source is None:
+            if not target.nullable:
+                raise bad_input(f"schema: the batch lacks required column {target.name!r}")
+            columns.append(F.lit(None).cast(target.dataType).alias(target.name))
+            continue
+        if not can_widen(source.dataType, target.dataType):
+            raise bad_input(f"schema: column {target.name!r} is {source.dataType.simpleString()} "
+                            f"in the batch but {target.dataType.simpleString()} in the table")
+        expr = col(source.name)
+        if source.dataType != target.dataType:
+            expr = expr.cast(target.dataType)
+        columns.append(expr.alias(target.name))
+    return df.select(*columns)
+
+
+def can_widen(source, target):
+    """Only casts that never lose a value: same type, or a wider number."""
+    from pyspark.sql import types as T
+    if source == target or isinstance(source, T.NullType):
+        return True
+    ints = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    rank = {T.ByteType: 0, T.ShortType: 1, T.IntegerType: 2, T.LongType: 3}
+    if isinstance(source, ints) and isinstance(target, ints):
+        return rank[type(source)] <= rank[type(target)]
+    if isinstance(source, (T.ByteType, T.ShortType, T.IntegerType, T.FloatType)) \
+            and isinstance(target, T.DoubleType):
+        return True
+    if isinstance(source, T.DateType) and isinstance(target, (T.TimestampType, T.TimestampNTZType)):
+        return True
+    if isinstance(source, T.TimestampNTZType) and isinstance(target, T.TimestampType):
+        return True
+    return False
+
+
+# =================================================================================================
+# Write: stage the batch on the audit branch
+# =================================================================================================
+
+def split_dropped(spark, checks, df):
+    """Tag each row with the drop checks it fails; bad rows go to quarantine, not to the table."""
+    from pyspark.sql import functions as F
+    drops = [c for c in checks if c.action == "drop"]
+    if not drops:
+        return df, None
+    failed = F.filter(F.array(*[F.when(failing_rows_condition(c), F.lit(c.name)) for c in drops]),
+                      lambda x: x.isNotNull())
+    tagged = df.withColumn("_wap_failed_checks", failed).persist()
+    good = tagged.filter(F.size("_wap_failed_checks") == 0).drop("_wap_failed_checks")
+    bad = tagged.filter(F.size("_wap_failed_checks") > 0)
+    return good, bad
+
+
+def write_quarantine(spark, t, bad, batch_id):
+    """Replace this batch's rows in <table>_quarantine in one commit, so retries never duplicate."""
+    from pyspark.sql import functions as F
+    q = TableRef(t.catalog, t.namespace, f"{t.name}_quarantine")
+    rows = (bad.withColumn("_wap_batch_id", F.lit(batch_id))
+            .withColumn("_wap_quarantined_at", F.current_timestamp()))
+    rows = rows.select(*[c for c in rows.columns if c != "_wap_failed_checks"], "_wap_failed_checks")
+    counts = {r["name"]: r["n"] for r in bad.select(F.explode("_wap_failed_checks").alias("name"))
+              .groupBy("name").agg(F.count("*").alias("n")).collect()}
+    total = bad.count()
+    if not table_exists(spark, q):
+        ddl = spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(
+            rows.schema.json()).toDDL()
+        try:
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {q.sql} ({ddl}) USING iceberg "
+                      "PARTITIONED BY (`_wap_batch_id`) TBLPROPERTIES ('format-version'='2')")
+        except Exception as e:
+            if "already exists" not in str(e).lower():
+                raise
+    if total:
+        rows.writeTo(q.sql).option(f"snapshot-property.{BATCH_PROPERTY}", batch_id).overwrite(
+            F.col("_wap_batch_id") == batch_id)
+    else:
+        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch_id}'")
+    return total, counts, f"{q.catalog}.{q.ident}"
+
+
+def write_branch(spark, t, df, branch, batch_id, fingerprint, main_before):
+    """Append the batch to the audit branch and prove it landed there and nowhere else."""
+    spark.conf.set("spark.wap.branch", branch)
+    try:
+        (df.writeTo(t.sql)
+         .option(f"snapshot-property.{BATCH_PROPERTY}", batch_id)
+         .option(f"snapshot-property.{FINGERPRINT_PROPERTY}", fingerprint)
+         .append())
+    finally:
+        spark.conf.unset("spark.wap.branch")
+    return verify_staged(spark, t, branch, batch_id, main_before)
+
+
+def verify_staged(spark, t, branch, batch_id, main_before):
+    """The guard: main did not move, and the branch head is our one new snapshot on top of it."""
+    now = refs(spark, t)
+    staged = now.get(branch)
+    if now.get("main") != main_before:
+        raise WapError(f"guard: main moved from {main_before} to {now.get('main')} during the "
+                       "staged write (is write.wap.enabled true?); not publishing")
+    info = snapshot_info(spark, t, staged) if staged else None
+    if not info or (info["summary"] or {}).get(BATCH_PROPERTY) != batch_id:
+        raise WapError(f"guard: branch {branch} does not end in a snapshot of batch {batch_id}")
+    if info["parent_id"] != main_before:
+        raise WapError(f"guard: branch {branch} holds more than this batch (parent "
+                       f"{info['parent_id']}, main {main_before}); another run of the same batch "
+                       "is writing? not publishing")
+    return staged
+
+
+def set_branch_retention(spark, t, branch, snapshot_id, days):
+    """Give the branch an age limit so an abandoned one goes away with snapshot expiry."""
+    spark.sql(f"ALTER TABLE {t.sql} REPLACE BRANCH {quote(branch)} AS OF VERSION {snapshot_id} "
+              f"RETAIN {int(days)} DAYS")
+
+
+def drop_branch(spark, t, branch):
+    spark.sql(f"ALTER TABLE {t.sql} DROP BRANCH IF EXISTS {quote(branch)}")
+
+
+# =================================================================================================
+# Audit: every row check in one aggregation over the staged rows
+# =================================================================================================
+
+def failing_rows_condition(c):
+    """True where a row violates the check. NULL passes every check except not_null."""
+    from pyspark.sql import functions as F
+    if c.check == "not_null":
+        return col(c.column).isNull()
+    if c.check == "expression":
+        condition = ~F.expr(c.expr)
+    elif c.check == "between":
+        parts = []
+        if c.min is not None:
+            parts.append(col(c.column) < F.lit(c.min))
+        if c.max is not None:
+            parts.append(col(c.column) > F.lit(c.max))
+        condition = parts[0] if len(parts) == 1 else parts[0] | parts[1]
+    elif c.check == "accepted_values":
+        allowed = [v for v in c.values if v is not None]
+        condition = ~col(c.column).isin(allowed)
+    elif c.check == "regex":
+        condition = ~col(c.column).rlike(c.pattern)
+    else:
+        raise ValueError(c.check)
+    return F.coalesce(condition, F.lit(False))
+
+
+def read_staged(spark, t, staged, main_before):
+    """The rows this batch added: an incremental read from main's snapshot to the branch head."""
+    reader = spark.read.format("iceberg")
+    if main_before is None:
+        return reader.option("snapshot-id", staged).load(f"{t.catalog}.{t.ident}")
+    return (reader.option("start-snapshot-id", main_before).option("end-snapshot-id", staged)
+            .load(f"{t.catalog}.{t.ident}"))
+
+
+def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail=None):
+    fraction = (failing_rows / total_rows) if (failing_rows is not None and total_rows) else 0.0
+    if failing_rows is None:
+        passed = detail is None
+    else:
+        passed = True
+        if c.max_failing_rows is not None or c.max_failing_fraction is None:
+            passed = failing_rows <= (c.max_failing_rows or 0)
+        if c.max_failing_fraction is not None:
+            passed = passed and fraction <= c.max_failing_fraction
+    return {"name": c.name, "check": c.check, "action": c.action, "passed": passed,
+            "failing_rows": failing_rows, "failing_fraction": round(fraction, 6),
+            "max_failing_rows": c.max_failing_rows, "max_failing_fraction": c.max_failing_fraction,
+            "observed": observed, "detail": detail, "sample": sample or []}
+
+
+def audit(spark, t, checks, staged_df, main_before, dropped_counts=None):
+    """Evaluate every check against the staged rows; row checks share one Spark job."""
+    from pyspark.sql import functions as F
+    dropped_counts = dropped_counts or {}
+    row_checks = [c for c in checks if c.row_level and c.action != "drop"]
+    fresh_checks = [c for c in checks if c.check == "freshness"]
+    aggs = [F.count(F.lit(1)).alias("rows")]
+    aggs += [F.sum(failing_rows_condition(c).cast("long")).alias(f"r{i}") for i, c in enumerate(row_checks)]
+    aggs += [(F.unix_timestamp(F.current_timestamp())
+              - F.unix_timestamp(F.max(col(c.column)).cast("timestamp"))).alias(f"f{i}")
+             for i, c in enumerate(fresh_checks)]
+    row = staged_df.agg(*aggs).first()
+    total = row["rows"]
+    results = {}
+    for i, c in enumerate(row_checks):
+        results[c.name] = check_result(c, row[f"r{i}"] or 0, total)
+    for i, c in enumerate(fresh_checks):
+        age = row[f"f{i}"]
+        hours = None if age is None else round(age / 3600.0, 3)
+        detail = ("no values" if hours is None else
+                  f"newest value is {hours} h old, limit {c.max_age_hours} h"
+                  if hours > c.max_age_hours else None)
+        results[c.name] = check_result(c, None, total, observed=hours, detail=detail)
+    for c in checks:
+        if c.action == "drop":  # its offending rows never reached the branch: quarantined
+            results[c.name] = check_result(c, 0, total)
+            results[c.name]["failing_rows"] = dropped_counts.get(c.name, 0)
+        elif c.check == "row_count":
+            too_few = c.min is not None and total < c.min
+            too_many = c.max is not None and total > c.max
+            results[c.name] = check_result(
+                c, None, total, observed=total,
+                detail=f"{total} rows, expected {c.min if c.min is not None else '-'}.."
+                       f"{c.max if c.max is not None else '-'}" if too_few or too_many else None)
+        elif c.check == "schema":
+            results[c.name] = audit_schema(spark, c, staged_df, total)
+        elif c.check == "unique":
+            results[c.name] = audit_unique(spark, t, c, staged_df, main_before, total)
+        elif c.check == "volume":
+            results[c.name] = audit_volume(spark, t, c, main_before, total)
+    for c in row_checks:  # samples cost a job each, so only where something is wrong
+        r = results[c.name]
+        if r["failing_rows"]:
+            r["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
+    return [results[c.name] for c in checks], total
+
+
+def sample_rows(df, n=5):
+    """Up to n rows as JSON objects, NULL fields kept (they are often the point)."""
+    from pyspark.sql import functions as F
+    as_json = F.to_json(F.struct(*[col(c) for c in df.columns]), {"ignoreNullFields": "false"})
+    return [json.loads(r[0]) for r in df.limit(n).select(as_json).collect()]
+
+
+def audit_schema(spark, c, staged_df, total):
+    actual = {f.name.lower(): f.dataType.simpleString() for f in staged_df.schema.fields}
+    problems = []
+    for name, type_text in c.schema.items():
+        expected = spark_type_string(spark, f"check {c.name!r}", type_text)
+        got = actual.get(name.lower())
+        if got is None:
+            problems.append(f"{name} missing")
+        elif got != expected:
+            problems.append(f"{name} is {got}, expected {expected}")
+    return check_result(c, None, total, observed=actual, detail="; ".join(problems) or None)
+
+
+def audit_unique(spark, t, c, staged_df, main_before, total):
+    """Duplicates within the batch, plus batch keys already on main; reads only the key columns."""
+    from pyspark.sql import functions as F
+    keys = [col(k) for k in c.columns]
+    not_null = F.lit(True)
+    for k in keys:
+        not_null = not_null & k.isNotNull()
+    batch_keys = staged_df.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).filter(not_null)
+    names = [f"k{i}" for i in range(len(keys))]
+    groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
+    if main_before is not None:
+        existing = (spark.read.format("iceberg").option("snapshot-id", main_before)
+                    .load(f"{t.catalog}.{t.ident}")
+                    .select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).distinct()
+                    .withColumn("on_main", F.lit(True)))
+        groups = groups.join(existing, names, "left")
+    else:
+        groups = groups.withColumn("on_main", F.lit(False))
+    bad = groups.filter((F.col("n") > 1) | F.coalesce(F.col("on_main"), F.lit(False)))
+    row = bad.agg(F.sum("n").alias("rows")).first()
+    failing = row["rows"] or 0
+    result = check_result(c, failing, total)
+    if failing:
+        sample = bad.orderBy(F.col("n").desc()).limit(5).collect()
+        result["sample"] = [{**{k: r[f"k{i}"] for i, k in enumerate(c.columns)}, "count": r["n"],
+                             "on_main": bool(r["on_main"])} for r in sample]
+    return result
+
+
+def audit_volume(spark, t, c, main_before, total):
+    """Batch size against the median of recent publishes, from snapshot metadata (no scan)."""
+    history = []
+    snapshot = main_before
+    snaps = {r["snapshot_id"]: r for r in spark.table(t.meta("snapshots"))
+             .select("snapshot_id", "parent_id", "summary").collect()}
+    while snapshot is not None and len(history) < c.lookback and snapshot in snaps:
+        summary = snaps[snapshot]["summary"] or {}
+        if "added-records" in summary and int(summary["added-records"]) > 0:
+            history.append(int(summary["added-records"]))
+        snapshot = snaps[snapshot]["parent_id"]
+    if not history:
+        return check_result(c, None, total, observed=None)
+    median = statistics.median(history)
+    ratio = round(total / median, 4)
+    low = c.min_ratio is not None and ratio < c.min_ratio
+    high = c.max_ratio is not None and ratio > c.max_ratio
+    return check_result(c, None, total, observed=ratio,
+                        detail=(f"{total} rows is {ratio}x the median {median} of the last "
+                                f"{len(history)} publishes") if low or high else None)
+
+
+# =================================================================================================
+# Publish
+# =================================================================================================
+
+def publish(spark, t, branch, staged):
+    """Fast-forward main to the audited snapshot, then drop the branch."""
+    spark.sql(f"CALL {quote(t.catalog)}.system.fast_forward('{t.ident}', 'main', '{branch}')")
+    main_after = refs(spark, t).get("main")
+    if main_after != staged:
+        raise WapError(f"publish: main is at {main_after}, expected {staged}")
+    drop_branch(spark, t, branch)
+    return main_after
+
+
+# =================================================================================================
+# Report
+# =================================================================================================
+
+@dataclass
+class RunReport:
+    status: str = "error"
+    table: str = None
+    branch: str = None
+    batch_id: str = None
+    rows_written: int = 0
+    rows_dropped: int = 0
+    main_snapshot_before: int = None
+    main_snapshot_after: int = None
+    staged_snapshot: int = None
+    checks: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+    inspect_sql: str = None
+    quarantine_table: str = None
+    error: str = None
+    started_at: str = None
+    finished_at: str = None
+
+
+def summary_table(report):
+    """A few readable lines for the log: one per check."""
+    lines = [f"{'check':32} {'type':16} {'action':6} {'result':6} failing_rows"]
+    for r in report.checks:
+        outcome = "PASS" if r["passed"] else ("WARN" if r["action"] == "warn" else "FAIL")
+        failing = "-" if r["failing_rows"] is None else r["failing_rows"]
+        lines.append(f"{r['name'][:32]:32} {r['check']:16} {r['action']:6} {outcome:6} {failing}"
+                     + (f"  ({r['detail']})" if r.get("detail") else ""))
+    return "\n".join(lines)
+
+
+def write_report(report, report_path):
+    """One JSON file per batch under <report_path>/<namespace>.<table>/<batch_id>.json."""
+    body = json.dumps(asdict(report), indent=2, default=str)
+    name = f"{report.table or 'unknown'}/{report.batch_id or 'no_batch'}.json"
+    if report_path.startswith("s3://"):
+        import boto3
+        bucket, _, prefix = report_path[5:].partition("/")
+        key = f"{prefix.rstrip('/')}/{name}".lstrip("/")
+        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode(),
+                                      ContentType="application/json")
+        return f"s3://{bucket}/{key}"
+    path = os.path.join(report_path, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(body)
+    os.replace(tmp, path)
+    return path
+
+
+def finish(report, report_path):
+    report.finished_at = datetime.now(timezone.utc).isoformat()
+    log.info("WAP_REPORT %s", json.dumps(asdict(report), default=str))
+    if report.checks:
+        log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
+    if report_path:
+        try:
+            log.info("report written to %s", write_report(report, report_path))
+        except Exception as e:  # the data is safe by now; a report we cannot write is a warning
+            log.warning("could not write the report to %s: %s", report_path, first_line(e))
+
+
+def fault_point(step):
+    """Test-only: WAP_FAULT_AFTER=<step> kills the process right after that step."""
+    if os.environ.get("WAP_FAULT_AFTER") == step:
+        log.error("WAP_FAULT_AFTER=%s: killing the process", step)
+        logging.shutdown()
+        os._exit(137)
+
+
+# =================================================================================================
+# Status: what is published, what is pending or failed
+# =================================================================================================
+
+def show_status(spark, p):
+    """Print main's snapshot, the audit branches still open, and the last runs' reports."""
+    t = TableRef(p.catalog, p.namespace, p.table_name)
+    lines = [f"table {p.catalog}.{p.table}"]
+    if not table_exists(spark, t):
+        lines.append("  does not exist yet")
+        print("\n".join(lines))
+        return lines
+    current = refs(spark, t)
+    snaps = {r["snapshot_id"]: r for r in spark.table(t.meta("snapshots"))
+             .select("snapshot_id", "committed_at", "summary").collect()}
+    now = datetime.now()
+    main = current.get("main")
+    if main is None:
+        lines.append("main: no snapshot yet")
+    else:
+        s = snaps[main]
+        lines.append(f"main: snapshot {main} committed {s['committed_at']:%Y-%m-%d %H:%M:%S}, "
+                     f"{s['summary'].get('total-records', '?')} rows, last batch "
+                     f"{s['summary'].get(BATCH_PROPERTY, '-')}")
+    branches = sorted(n for n in current if n.startswith(BRANCH_PREFIX))
+    lines.append(f"open audit branches: {len(branches)}")
+    for name in branches:
+        s = snaps.get(current[name])
+        age = (now - s["committed_at"]).total_seconds() / 3600 if s else float("nan")
+        summary = (s["summary"] or {}) if s else {}
+        lines.append(f"  {name}  snapshot {current[name]}  age {age:.1f} h  rows staged "
+                     f"{summary.get('added-records', '?')}  batch {summary.get(BATCH_PROPERTY, '-')}")
+    if p.report_path and "://" not in p.report_path:
+        folder = os.path.join(p.report_path, f"{p.catalog}.{p.table}")
+        reports = []
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    reports.append(json.load(f))
+            except (OSError, ValueError):
+                continue
+        reports.sort(key=lambda r: r.get("finished_at") or "", reverse=True)
+        lines.append(f"last runs: {len(reports)}")
+        for r in reports[:10]:
+            failed = [c["name"] for c in r.get("checks", []) if not c["passed"]]
+            lines.append(f"  {r.get('finished_at', '?')[:19]}  {r.get('batch_id')}  {r.get('status')}"
+                         + (f"  failed: {', '.join(failed)}" if failed else ""))
+    print("\n".join(lines))
+    return lines
+
+
+# =================================================================================================
+# Main
+# =================================================================================================
+
+@contextmanager
+def timed(report, step):
+    """Record the seconds a step took in the report, whatever its outcome."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        report.timings[step] = round(time.perf_counter() - start, 3)
+
+
+def run(argv=None):
+    """Run the job; return (exit code, report). Never raises."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    report = RunReport(started_at=datetime.now(timezone.utc).isoformat())
+    p = None
+    glue_job = None
+    try:
+        p = parse_params(argv)
+        report.table = f"{p.catalog}.{p.table}"
+        if p.status:
+            spark, glue_job = create_session(p)
+            show_status(spark, p)
+            return EXIT_OK, None
+        checks = parse_checks(p.checks)
+        code, glue_job = run_batch(p, checks, report)
+    except WapError as e:
+        report.status, report.error, code = "error", str(e), e.code
+        log.error("wap_etl: error: %s", e)
+    except Exception as e:  # anything unexpected: exit 1, with the cause in the report
+        report.status, report.error, code = "error", f"{type(e).__name__}: {first_line(e)}", EXIT_ERROR
+        log.exception("wap_etl: unexpected error")
+    finally:
+        try:
+            from pyspark.sql import SparkSession
+            spark = SparkSession.getActiveSession()
+            if spark is not None:
+                spark.conf.unset("spark.wap.branch")
+        except Exception:
+            pass
+    finish(report, p.report_path if p else None)
+    if glue_job is not None and code == EXIT_OK:
+        glue_job.commit()
+    return code, report
+
+
+def run_batch(p, checks, report):
+    with timed(report, "session"):
+        spark, glue_job = create_session(p)
+    t = TableRef(p.catalog, p.namespace, p.table_name)
+    with timed(report, "read"):
+        source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None)
+        fingerprint = fingerprint_input(spark, p, source)
+        df = transform(source)
+        validate_checks_against(spark, checks, df)
+    report.batch_id = batch_id = p.batch_id or f"fp-{fingerprint[:24]}"
+    report.branch = branch = branch_name(batch_id)
+    report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{branch}'"
+
+    with timed(report, "prepare"):
+        df = ensure_table(spark, p, t, df)
+        current = refs(spark, t)
+        report.main_snapshot_before = main_before = current.get("main")
+        published = published_snapshot_of_batch(spark, t, batch_id) if main_before else None
+    if published:
+        log.info("batch %s is already on main (snapshot %s); nothing to do", batch_id, published)
+        report.status, report.main_snapshot_after, report.staged_snapshot = (
+            "already_published", main_before, published)
+        drop_branch(spark, t, branch)
+        return EXIT_OK, glue_job
+
+    staged = resume_point(spark, t, branch, batch_id, fingerprint, current)
+    if staged is None:
+        with timed(report, "write"):
+            good, bad = split_dropped(spark, checks, df)
+            dropped_counts = {}
+            if bad is not None:
+                report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
+                    spark, t, bad, batch_id)
+            if branch in current:  # a branch of an earlier attempt with other input: start over
+                drop_branch(spark, t, branch)
+            try:
+                staged = write_branch(spark, t, good, branch, batch_id, fingerprint, main_before)
+            finally:
+                if bad is not None:
+                    bad.unpersist()
+            set_branch_retention(spark, t, branch, staged, p.branch_retention_days)
+        fault_point("write")
+    else:
+        log.info("resuming batch %s from staged snapshot %s on %s", batch_id, staged, branch)
+        dropped_counts = {}
+    report.staged_snapshot = staged
+
+    with timed(report, "audit"):
+        staged_df = read_staged(spark, t, staged, main_before)
+        report.checks, report.rows_written = audit(spark, t, checks, staged_df, main_before,
+                                                   dropped_counts)
+    fault_point("audit")
+    if report.rows_written == 0 and not any(not r["passed"] and r["action"] == "fail"
+                                            for r in report.checks):
+        report.status, report.main_snapshot_after = "nothing_to_publish", main_before
+        drop_branch(spark, t, branch)
+        log.info("the batch has no rows; nothing to publish")
+        return EXIT_OK, glue_job
+    failed = [r["name"] for r in report.checks if not r["passed"] and r["action"] == "fail"]
+    if failed:
+        report.status, report.main_snapshot_after = "audit_failed", main_before
+        log.error("audit failed (%s): main is unchanged; branch %s kept. Inspect it with:\n  %s",
+                  ", ".join(failed), branch, report.inspect_sql)
+        return EXIT_AUDIT_FAILED, glue_job
+    if not p.publish:
+        report.status, report.main_snapshot_after = "staged", main_before
+        log.info("audit passed; --publish false, so branch %s is kept:\n  %s", branch, report.inspect_sql)
+        return EXIT_OK, glue_job
+    with timed(report, "publish"):
+        report.main_snapshot_after = publish(spark, t, branch, staged)
+    report.status = "published"
+    log.info("published batch %s to %s (snapshot %s)", batch_id, report.table, staged)
+    return EXIT_OK, glue_job
+
+
+def resume_point(spark, t, branch, batch_id, fingerprint, current):
+    """A branch of this batch with a staged snapshot of the same input: audit it, do not rewrite."""
+    head = current.get(branch)
+    if head is None:
+        return None
+    info = snapshot_info(spark, t, head)
+    summary = (info or {}).get("summary") or {}
+    if (summary.get(BATCH_PROPERTY) == batch_id and summary.get(FINGERPRINT_PROPERTY) == fingerprint
+            and info["parent_id"] == current.get("main")):
+        return head
+    return None
+
+
+def main():
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    code, _ = run()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
