@@ -1,0 +1,131 @@
+"""The audit engine: table-level checks, drop + quarantine, and the one-scan property."""
+from datetime import datetime, timedelta
+
+import pytest
+
+import wap_etl
+
+NOW = datetime.now()
+ROWS = [{"id": i, "email": f"u{i}@x.com", "amount": float(i), "status": "new",
+         "ts": (NOW - timedelta(hours=1)).strftime("%Y-%m-%d %H:%M:%S")} for i in range(1, 5)]
+
+
+def ids_from(start, n):
+    return [dict(r, id=start + k) for k, r in enumerate((ROWS * n)[:n])]
+
+
+def test_row_checks_cost_one_spark_job_however_many(spark):
+    df = spark.range(2000).selectExpr("id", "id % 7 AS a", "CAST(id AS STRING) AS s")
+    specs = [{"check": "not_null", "column": "id"}, {"check": "between", "column": "a", "min": 0, "max": 6},
+             {"check": "regex", "column": "s", "pattern": "^[0-9]+$"},
+             {"check": "expression", "expr": "a >= 0"},
+             {"check": "accepted_values", "column": "a", "values": [0, 1, 2, 3, 4, 5, 6]},
+             {"check": "not_null", "column": "s"}, {"check": "row_count", "min": 1}]
+    checks = wap_etl.parse_checks(specs)
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("one_scan", "audit")
+    try:
+        results, total = wap_etl.audit(spark, None, checks, df, None)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert total == 2000 and all(r["passed"] for r in results)
+    assert len(tracker.getJobIdsForGroup("one_scan")) == 1
+
+
+def test_regex_passes_when_the_value_contains_a_match(wap):
+    rows = [dict(ROWS[0], email="xx a@b.com yy")]
+    code, report = wap.run(rows, checks=[{"check": "regex", "column": "email", "pattern": "[a-z]@[a-z]"}])
+    assert code == 0
+    code, report = wap.run(ids_from(10, 1) + [dict(ROWS[0], id=11, email="xx a@b.com yy")],
+                           checks=[{"check": "regex", "column": "email", "pattern": "^[a-z0-9]+@[a-z.]+$"}])
+    assert code == 3 and report.checks[0]["failing_rows"] == 1
+
+
+def test_schema_check_passes_on_matching_types(wap):
+    spec = {"check": "schema", "columns": {"id": "integer", "amount": "DOUBLE", "email": "string"}}
+    code, report = wap.run(ROWS, checks=[spec])
+    assert code == 0 and report.checks[0]["passed"]
+
+
+def test_schema_check_fails_on_drift(wap):
+    spec = {"check": "schema", "columns": {"id": "bigint", "missing_col": "string"}}
+    code, report = wap.run(ROWS, checks=[spec])
+    assert code == 3
+    assert "id is int, expected bigint" in report.checks[0]["detail"]
+    assert "missing_col missing" in report.checks[0]["detail"]
+
+
+def test_freshness_passes_on_recent_data(wap):
+    code, report = wap.run(ROWS, checks=[{"check": "freshness", "column": "ts", "max_age_hours": 3}])
+    assert code == 0 and 0.9 < report.checks[0]["observed"] < 1.5
+
+
+def test_freshness_fails_on_stale_data(wap):
+    stale = [dict(r, ts="2020-01-01 00:00:00") for r in ROWS]
+    code, report = wap.run(stale, checks=[{"check": "freshness", "column": "ts", "max_age_hours": 24}])
+    assert code == 3 and report.checks[0]["observed"] > 24 * 365
+
+
+def test_volume_passes_without_history(wap):
+    code, report = wap.run(ROWS, checks=[{"check": "volume", "min_ratio": 0.5, "max_ratio": 2}])
+    assert code == 0 and report.checks[0]["passed"] and report.checks[0]["observed"] is None
+
+
+def test_volume_compares_with_the_median_of_recent_publishes(wap):
+    volume = {"check": "volume", "min_ratio": 0.5, "max_ratio": 2, "lookback": 3}
+    for start, n in ((100, 4), (200, 6), (300, 4)):
+        assert wap.run(ids_from(start, n), checks=[volume])[0] == 0
+    # median of 4, 6, 4 is 4: 8 rows is 2.0x and passes
+    code, report = wap.run(ids_from(400, 8), checks=[volume])
+    assert code == 0 and report.checks[0]["observed"] == 2.0
+    # now the last three are 6, 4, 8: median 6, so 1 row is 0.1667x and fails
+    code, report = wap.run(ids_from(500, 1), checks=[volume])
+    assert code == 3 and report.checks[0]["observed"] == 0.1667
+    # lookback 1: only the last publish (8 rows) counts: 18 rows is 2.25x and fails
+    code, report = wap.run(ids_from(600, 18), checks=[dict(volume, lookback=1)])
+    assert code == 3 and report.checks[0]["observed"] == 2.25
+
+
+def test_drop_publishes_only_the_good_rows(wap):
+    rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0), dict(ROWS[0], id=6, status="lost")]
+    checks = [{"check": "between", "column": "amount", "min": 0, "action": "drop"},
+              {"check": "accepted_values", "column": "status", "values": ["new"], "action": "drop"}]
+    code, report = wap.run(rows, checks=checks)
+    assert code == 0 and report.status == "published"
+    assert wap.ids() == [1, 2, 3, 4]
+    assert report.rows_dropped == 2 and report.rows_written == 4
+    assert [c["failing_rows"] for c in report.checks] == [1, 1]
+
+
+def test_quarantine_holds_exactly_the_dropped_rows_with_their_checks(wap, spark):
+    rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0, status="lost"), dict(ROWS[0], id=6, status="lost")]
+    checks = [{"check": "between", "column": "amount", "min": 0, "action": "drop", "name": "positive"},
+              {"check": "accepted_values", "column": "status", "values": ["new"], "action": "drop",
+               "name": "known_status"}]
+    code, report = wap.run(rows, checks=checks, batch_id="q1")
+    assert code == 0 and report.quarantine_table == f"local.{wap.table}_quarantine"
+    q = spark.table(f"local.{wap.table}_quarantine").orderBy("id").collect()
+    assert [r["id"] for r in q] == [5, 6]
+    assert sorted(q[0]["_wap_failed_checks"]) == ["known_status", "positive"]
+    assert q[1]["_wap_failed_checks"] == ["known_status"]
+    assert {r["_wap_batch_id"] for r in q} == {"q1"}
+    assert all(r["_wap_quarantined_at"] is not None for r in q)
+
+
+def test_quarantine_is_not_duplicated_when_a_batch_is_rerun(wap, spark):
+    rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0)]
+    checks = [{"check": "between", "column": "amount", "min": 0, "action": "drop"},
+              {"check": "row_count", "min": 100}]
+    assert wap.run(rows, checks=checks, batch_id="q2")[0] == 3   # audit fails, quarantine written
+    assert wap.run(rows, checks=checks[:1], batch_id="q2")[0] == 0
+    q = spark.table(f"local.{wap.table}_quarantine").collect()
+    assert [r["id"] for r in q] == [5]
+
+
+def test_sample_is_fetched_only_for_failed_checks(wap):
+    rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0)]
+    checks = [{"check": "between", "column": "amount", "min": 0, "action": "warn"},
+              {"check": "not_null", "column": "id"}]
+    code, report = wap.run(rows, checks=checks)
+    assert code == 0
+    assert report.checks[0]["sample"][0]["id"] == 5 and report.checks[1]["sample"] == []
