@@ -3,6 +3,7 @@ import csv
 import itertools
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -11,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wap_etl  # noqa: E402
 
 CATALOG = "local"
+ROOT = os.path.dirname(os.path.abspath(__file__))
 _counter = itertools.count()
 
 
@@ -89,6 +91,14 @@ class Wap:
         if isinstance(source, list):
             source = self.csv(source)
         return wap_etl.run(self.args(source, **params))
+
+    def cli(self, source, env=None, **params):
+        """Run the job as its own process, as Glue or a scheduler would."""
+        if isinstance(source, list):
+            source = self.csv(source)
+        full_env = dict(os.environ, WAP_SPARK_MASTER="local[1]", **(env or {}))
+        return subprocess.Popen([sys.executable, os.path.join(ROOT, "wap_etl.py")] + self.args(source, **params),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env)
 
     def refs(self):
         if not self.exists():

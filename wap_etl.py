@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import os
+import random
 import re
 import statistics
 import sys
@@ -97,6 +98,8 @@ PARAMS = {
     "partition_by": (None, "comma-separated partition columns, used when the table is created"),
     "iceberg_jar": (None, "path to the Iceberg Spark runtime jar (local runs only)"),
     "branch_retention_days": ("7", "days an audit branch is kept before snapshot expiry removes it"),
+    "max_publish_retries": ("5", "times to rebase and retry when another run moved main first"),
+    "cleanup_branches_older_than_days": (None, "drop audit branches older than N days, then exit"),
     "status": ("false", "true: print the table's main snapshot, open audit branches and last runs"),
 }
 BOOLEAN_PARAMS = {"publish", "status"}
@@ -121,6 +124,8 @@ class Params:
     partition_by: list
     iceberg_jar: str
     branch_retention_days: int
+    max_publish_retries: int = 5
+    cleanup_days: float = None
     status: bool = False
     on_glue: bool = False
     glue_args: dict = field(default_factory=dict, repr=False)
@@ -167,6 +172,17 @@ def parse_bool(name, value):
     if text in ("false", "0", "no"):
         return False
     raise bad_input(f"--{name}: expected true or false, got {value!r}")
+
+
+def parse_number(name, value, kind, minimum):
+    try:
+        number = kind(value)
+        if not number >= minimum or (kind is float and not math.isfinite(number)):
+            raise ValueError
+    except (TypeError, ValueError):
+        what = "a whole number" if kind is int else "a number"
+        raise bad_input(f"--{name}: expected {what} >= {minimum}, got {value!r}") from None
+    return number
 
 
 def parse_json_param(name, text, kind):
@@ -230,6 +246,11 @@ def parse_params(argv):
     """Validate every parameter up front: bad input must fail before anything is written."""
     raw, glue, glue_args = read_raw_args(argv)
     status = parse_bool("status", raw["status"])
+    cleanup_days = None
+    if raw["cleanup_branches_older_than_days"] is not None:
+        cleanup_days = parse_number("cleanup_branches_older_than_days",
+                                    raw["cleanup_branches_older_than_days"], float, 0)
+    status = status or cleanup_days is not None  # table-only modes: no source is read
     for name in ("table",) if status else ("source_path", "table"):
         if not raw.get(name) or not str(raw[name]).strip():
             raise bad_input(f"--{name}: required")
@@ -265,12 +286,8 @@ def parse_params(argv):
         raise bad_input(f"--batch_id: {batch_id!r} is not allowed (1-128 of letters, digits and "
                         "_ . : + = @ -, starting with a letter or digit)")
     partition_by = [c.strip() for c in (raw["partition_by"] or "").split(",") if c.strip()]
-    try:
-        retention = int(raw["branch_retention_days"])
-        if retention < 1:
-            raise ValueError
-    except ValueError:
-        raise bad_input("--branch_retention_days: expected a whole number of days >= 1") from None
+    retention = parse_number("branch_retention_days", raw["branch_retention_days"], int, 1)
+    retries = parse_number("max_publish_retries", raw["max_publish_retries"], int, 0)
     return Params(
         source_path=source_path, table=f"{namespace}.{table_name}", namespace=namespace,
         table_name=table_name, catalog=catalog, catalog_type=catalog_type, warehouse=warehouse,
@@ -278,7 +295,8 @@ def parse_params(argv):
         checks=load_checks_param(raw["checks"]), batch_id=batch_id,
         publish=parse_bool("publish", raw["publish"]), report_path=raw["report_path"],
         partition_by=partition_by, iceberg_jar=raw["iceberg_jar"],
-        branch_retention_days=retention, status=status, on_glue=glue, glue_args=glue_args)
+        branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
+        status=status and cleanup_days is None, on_glue=glue, glue_args=glue_args)
 
 
 # =================================================================================================
@@ -1045,14 +1063,79 @@ def audit_volume(spark, t, c, main_before, total):
 # Publish
 # =================================================================================================
 
-def publish(spark, t, branch, staged):
-    """Fast-forward main to the audited snapshot, then drop the branch."""
-    spark.sql(f"CALL {quote(t.catalog)}.system.fast_forward('{t.ident}', 'main', '{branch}')")
-    main_after = refs(spark, t).get("main")
-    if main_after != staged:
-        raise WapError(f"publish: main is at {main_after}, expected {staged}")
-    drop_branch(spark, t, branch)
-    return main_after
+# Checks whose verdict depends on what else is on main: re-run after a rebase.
+STATE_CHECKS = ("unique", "volume")
+
+
+def publish(spark, p, t, checks, report, staged, main_before, batch_id, fingerprint):
+    """Fast-forward main to the audited snapshot, then drop the branch.
+
+    If another run published first, main is no longer an ancestor of the branch: re-commit the
+    staged files on top of the new main, re-run the checks that depend on table state, and try
+    again, a bounded number of times with backoff. Returns the run's final status.
+    """
+    branch = report.branch
+    for attempt in range(p.max_publish_retries + 1):
+        try:
+            spark.sql(f"CALL {quote(t.catalog)}.system.fast_forward('{t.ident}', 'main', '{branch}')")
+        except Exception as e:
+            if "not an ancestor" not in first_line(e):
+                raise
+            if attempt == p.max_publish_retries:
+                raise WapError(f"publish: main kept moving; gave up after {attempt} rebases. The "
+                               f"audited batch is kept on branch {branch}") from None
+            time.sleep(min(30.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.5))
+            already = published_snapshot_of_batch(spark, t, batch_id)
+            if already:  # a concurrent run of this same batch won the race
+                report.main_snapshot_after, report.staged_snapshot = refs(spark, t).get("main"), already
+                drop_branch(spark, t, branch)
+                return "already_published"
+            main_before = refs(spark, t).get("main")
+            log.info("main moved to %s while this batch was staged: rebasing (attempt %d)",
+                     main_before, attempt + 1)
+            staged = rebase_branch(spark, t, branch, staged, main_before, batch_id, fingerprint)
+            report.staged_snapshot, report.main_snapshot_before = staged, main_before
+            report.rebases += 1
+            recheck = [c for c in checks if c.check in STATE_CHECKS and c.action != "drop"]
+            if recheck:
+                results, _ = audit(spark, t, recheck, read_staged(spark, t, staged, main_before),
+                                   main_before)
+                by_name = {r["name"]: r for r in results}
+                report.checks = [by_name.get(r["name"], r) for r in report.checks]
+                if blocking_failures(report):
+                    report.main_snapshot_after = refs(spark, t).get("main")
+                    return "audit_failed"
+            continue
+        main_after = refs(spark, t).get("main")
+        if main_after != staged:
+            raise WapError(f"publish: main is at {main_after}, expected {staged}")
+        drop_branch(spark, t, branch)
+        report.main_snapshot_after = main_after
+        return "published"
+
+
+def rebase_branch(spark, t, branch, staged, new_main, batch_id, fingerprint):
+    """Point the branch at the new main and re-commit the staged data files on it, in one
+    transaction: metadata only, no data is rewritten, and the rows are exactly the audited ones."""
+    jvm = spark.sparkContext._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, f"{t.catalog}.{t.ident}")
+    snapshot = table.snapshot(staged)
+    if snapshot.removedDataFiles(table.io()).iterator().hasNext():
+        raise WapError("publish: the staged snapshot removes files; only appends can be rebased")
+    txn = table.newTransaction()
+    txn.manageSnapshots().replaceBranch(branch, new_main).commit()
+    append = txn.newFastAppend().toBranch(branch)
+    files = snapshot.addedDataFiles(table.io()).iterator()
+    while files.hasNext():
+        append.appendFile(files.next())
+    append.set(BATCH_PROPERTY, batch_id).set(FINGERPRINT_PROPERTY, fingerprint).commit()
+    txn.commitTransaction()
+    return verify_staged(spark, t, branch, batch_id, new_main)
+
+
+def blocking_failures(report):
+    return [r["name"] for r in report.checks if not r["passed"] and r["action"] == "fail"]
 
 
 # =================================================================================================
@@ -1070,6 +1153,7 @@ class RunReport:
     main_snapshot_before: int = None
     main_snapshot_after: int = None
     staged_snapshot: int = None
+    rebases: int = 0
     checks: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     inspect_sql: str = None
@@ -1181,6 +1265,24 @@ def show_status(spark, p):
     return lines
 
 
+def cleanup_branches(spark, p):
+    """Drop the audit branches (this job's `audit_` prefix only) whose head is older than N days."""
+    t = TableRef(p.catalog, p.namespace, p.table_name)
+    dropped = []
+    if table_exists(spark, t):
+        cutoff = time.time() - p.cleanup_days * 86400
+        branches = spark.sql(f"SELECT r.name, s.committed_at FROM {t.meta('refs')} r JOIN "
+                             f"{t.meta('snapshots')} s ON r.snapshot_id = s.snapshot_id "
+                             f"WHERE r.type = 'BRANCH'").collect()
+        for name, committed_at in sorted(branches):
+            if name.startswith(BRANCH_PREFIX) and committed_at.timestamp() <= cutoff:
+                drop_branch(spark, t, name)
+                dropped.append(name)
+    print(f"dropped {len(dropped)} audit branch(es) older than {p.cleanup_days:g} days from "
+          f"{p.catalog}.{p.table}" + "".join(f"\n  {n}" for n in dropped))
+    return dropped
+
+
 # =================================================================================================
 # Main
 # =================================================================================================
@@ -1204,9 +1306,12 @@ def run(argv=None):
     try:
         p = parse_params(argv)
         report.table = f"{p.catalog}.{p.table}"
-        if p.status:
+        if p.status or p.cleanup_days is not None:
             spark, glue_job = create_session(p)
-            show_status(spark, p)
+            if p.status:
+                show_status(spark, p)
+            else:
+                cleanup_branches(spark, p)
             return EXIT_OK, None
         checks = parse_checks(p.checks)
         code, glue_job = run_batch(p, checks, report)
@@ -1282,27 +1387,32 @@ def run_batch(p, checks, report):
         report.checks, report.rows_written = audit(spark, t, checks, staged_df, main_before,
                                                    dropped_counts)
     fault_point("audit")
-    if report.rows_written == 0 and not any(not r["passed"] and r["action"] == "fail"
-                                            for r in report.checks):
+    if report.rows_written == 0 and not blocking_failures(report):
         report.status, report.main_snapshot_after = "nothing_to_publish", main_before
         drop_branch(spark, t, branch)
         log.info("the batch has no rows; nothing to publish")
         return EXIT_OK, glue_job
-    failed = [r["name"] for r in report.checks if not r["passed"] and r["action"] == "fail"]
-    if failed:
-        report.status, report.main_snapshot_after = "audit_failed", main_before
-        log.error("audit failed (%s): main is unchanged; branch %s kept. Inspect it with:\n  %s",
-                  ", ".join(failed), branch, report.inspect_sql)
-        return EXIT_AUDIT_FAILED, glue_job
+    if blocking_failures(report):
+        report.main_snapshot_after = main_before
+        return audit_failed(report), glue_job
     if not p.publish:
         report.status, report.main_snapshot_after = "staged", main_before
         log.info("audit passed; --publish false, so branch %s is kept:\n  %s", branch, report.inspect_sql)
         return EXIT_OK, glue_job
     with timed(report, "publish"):
-        report.main_snapshot_after = publish(spark, t, branch, staged)
-    report.status = "published"
-    log.info("published batch %s to %s (snapshot %s)", batch_id, report.table, staged)
+        report.status = publish(spark, p, t, checks, report, staged, main_before, batch_id, fingerprint)
+    if report.status == "audit_failed":
+        return audit_failed(report), glue_job
+    log.info("%s batch %s to %s (snapshot %s)", report.status.replace("_", " "), batch_id,
+             report.table, report.staged_snapshot)
     return EXIT_OK, glue_job
+
+
+def audit_failed(report):
+    report.status = "audit_failed"
+    log.error("audit failed (%s): main is unchanged; branch %s kept. Inspect it with:\n  %s",
+              ", ".join(blocking_failures(report)), report.branch, report.inspect_sql)
+    return EXIT_AUDIT_FAILED
 
 
 def resume_point(spark, t, branch, batch_id, fingerprint, current):

@@ -1,0 +1,198 @@
+"""Retries, crashes and concurrent writers never duplicate, lose or half-publish a batch."""
+import os
+import time
+
+import pytest
+
+import wap_etl
+
+ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
+UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
+
+
+def finish(proc, timeout=300):
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def audit_branches(wap):
+    return [n for n in wap.refs() if n.startswith("audit_")]
+
+
+def test_same_input_gets_the_same_batch_id(wap):
+    path = wap.csv(ROWS)
+    p1 = wap_etl.parse_params(wap.args(path))
+    code, first = wap.run(path, checks=UNIQUE)
+    assert code == 0 and first.batch_id.startswith("fp-")
+    code, again = wap.run(path, checks=UNIQUE)
+    assert again.batch_id == first.batch_id and p1.batch_id is None
+
+
+def test_changed_input_gets_a_new_batch_id(wap):
+    path = wap.csv(ROWS, name="day.csv")
+    _, first = wap.run(path, checks=UNIQUE)
+    time.sleep(0.01)
+    wap.csv([{"id": 9, "amount": 9.0}], name="day.csv")
+    code, second = wap.run(path, checks=UNIQUE)
+    assert code == 0 and second.batch_id != first.batch_id
+    assert wap.ids() == [1, 2, 3, 4, 5, 9]
+
+
+def test_rerun_of_a_published_batch_writes_nothing(wap):
+    path = wap.csv(ROWS)
+    assert wap.run(path, checks=UNIQUE)[0] == 0
+    main = wap.refs()["main"]
+    code, report = wap.run(path, checks=UNIQUE)
+    assert code == 0 and report.status == "already_published"
+    assert wap.refs() == {"main": main} and wap.ids() == [1, 2, 3, 4, 5]
+
+
+def test_explicit_batch_id_is_published_once(wap):
+    assert wap.run(ROWS, checks=[], batch_id="b-7")[0] == 0
+    code, report = wap.run([{"id": 6, "amount": 1.0}], checks=[], batch_id="b-7")
+    assert report.status == "already_published" and wap.ids() == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("step", ["write", "audit"])
+def test_crash_after_step_then_rerun_publishes_every_row_once(wap, step):
+    path = wap.csv(ROWS)
+    assert wap.run(wap.csv([{"id": 100, "amount": 1.0}]), checks=UNIQUE)[0] == 0
+    code, out = finish(wap.cli(path, env={"WAP_FAULT_AFTER": step}, checks=UNIQUE))
+    assert code == 137, out[-2000:]
+    branches = audit_branches(wap)
+    assert len(branches) == 1, "the killed run leaves its staged branch behind"
+    staged = wap.refs()[branches[0]]
+    assert wap.ids() == [100], "nothing reached main"
+    code, report = wap.run(path, checks=UNIQUE)
+    assert code == 0 and report.status == "published"
+    assert report.staged_snapshot == staged, "the rerun resumed from the staged snapshot"
+    assert wap.ids() == [1, 2, 3, 4, 5, 100]
+    assert audit_branches(wap) == []
+    assert wap.wap_branch_conf() is None
+
+
+def test_rerun_with_fixed_input_restages_the_branch(wap):
+    bad = wap.csv([{"id": 1, "amount": -1.0}], name="day.csv")
+    checks = [{"check": "between", "column": "amount", "min": 0}]
+    code, report = wap.run(bad, checks=checks, batch_id="d1")
+    assert code == 3 and wap.ids("audit_d1") == [1]
+    wap.csv([{"id": 1, "amount": 1.0}, {"id": 2, "amount": 2.0}], name="day.csv")
+    code, report = wap.run(bad, checks=checks, batch_id="d1")
+    assert code == 0 and report.status == "published"
+    assert wap.rows() == [{"id": 1, "amount": 1.0}, {"id": 2, "amount": 2.0}]
+    assert audit_branches(wap) == []
+
+
+def move_main_after_audit(monkeypatch, wap, rows_sql):
+    """Simulate a concurrent run: right after our audit, another writer appends to main."""
+    def after(step):
+        if step == "audit":
+            wap.spark.sql(f"INSERT INTO {wap.sql} VALUES {rows_sql}")
+    monkeypatch.setattr(wap_etl, "fault_point", after)
+
+
+def test_concurrent_publish_rebases_onto_the_new_main(wap, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    move_main_after_audit(monkeypatch, wap, "(50, 5.0)")
+    code, report = wap.run(ROWS, checks=UNIQUE)
+    assert code == 0 and report.status == "published" and report.rebases == 1
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 50]
+    assert audit_branches(wap) == []
+    # the concurrent commit is an ancestor of our published snapshot: no lost update
+    history = wap.spark.sql(f"SELECT count(*) FROM {wap.sql}.history WHERE is_current_ancestor").first()[0]
+    assert history == 3
+
+
+def test_rebase_rechecks_unique_against_the_new_main(wap, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    move_main_after_audit(monkeypatch, wap, "(3, 3.0)")
+    code, report = wap.run(ROWS, checks=UNIQUE)
+    assert code == 3 and report.status == "audit_failed"
+    assert report.checks[0]["failing_rows"] == 1 and report.checks[0]["sample"][0]["id"] == 3
+    assert wap.ids() == [0, 3]
+    assert wap.ids(report.branch) == [0, 1, 2, 3, 3, 4, 5]
+
+
+def test_publish_gives_up_after_max_retries_and_keeps_the_branch(wap, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    move_main_after_audit(monkeypatch, wap, "(50, 5.0)")
+    real_rebase = wap_etl.rebase_branch
+
+    def rebase_then_move_main_again(*args):
+        staged = real_rebase(*args)
+        wap.spark.sql(f"INSERT INTO {wap.sql} VALUES (51, 5.1)")
+        return staged
+
+    monkeypatch.setattr(wap_etl, "rebase_branch", rebase_then_move_main_again)
+    code, report = wap.run(ROWS, checks=[], max_publish_retries="1")
+    assert code == 1 and "gave up after 1 rebases" in report.error
+    assert 1 not in wap.ids()
+    assert wap.ids(report.branch)[:6] == [0, 1, 2, 3, 4, 5]
+    assert wap.wap_branch_conf() is None
+
+
+def test_two_processes_racing_both_publish_exactly_once(wap):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    a = wap.cli([{"id": i, "amount": 1.0} for i in range(1, 4)], checks=UNIQUE)
+    b = wap.cli([{"id": i, "amount": 2.0} for i in range(11, 14)], checks=UNIQUE)
+    (code_a, out_a), (code_b, out_b) = finish(a), finish(b)
+    assert code_a == 0, out_a[-3000:]
+    assert code_b == 0, out_b[-3000:]
+    assert wap.ids() == [0, 1, 2, 3, 11, 12, 13]
+    assert audit_branches(wap) == []
+
+
+def test_audit_branch_carries_a_retention(wap, spark):
+    code, report = wap.run(ROWS, checks=[], publish="false", branch_retention_days="3")
+    age = spark.sql(f"SELECT max_reference_age_in_ms FROM {wap.sql}.refs WHERE name = "
+                    f"'{report.branch}'").first()[0]
+    assert age == 3 * 24 * 3600 * 1000
+
+
+def test_cleanup_drops_only_old_audit_branches(wap, spark, capsys):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    wap.run(ROWS, checks=[], batch_id="old", publish="false")
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH keep_me")
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE TAG audit_tag")
+    time.sleep(1.5)
+    wap.run([{"id": 7, "amount": 7.0}], checks=[], batch_id="new", publish="false")
+    days = str(1.0 / 86400)  # one second
+    code, _ = wap_etl.run(["--table", wap.table, "--catalog", "local", "--cleanup_branches_older_than_days", days])
+    assert code == 0
+    assert sorted(wap.refs()) == ["audit_new", "audit_tag", "keep_me", "main"]
+    assert "audit_old" in capsys.readouterr().out
+
+
+def test_corrupt_source_file_exits_1_and_leaves_nothing(wap, spark, tmp_path):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    refs = wap.refs()
+    folder = tmp_path / "parquet"
+    spark.createDataFrame([(1, 1.0)], "id int, amount double").write.parquet(str(folder))
+    (folder / "part-99999-corrupt.parquet").write_bytes(b"PAR1 this is not parquet at all PAR1")
+    code, report = wap.run(str(folder), checks=[])
+    assert code == 1 and report.status == "error"
+    assert wap.refs() == refs and wap.ids() == [0]
+    assert wap.wap_branch_conf() is None
+
+
+def test_malformed_csv_value_fails_the_run_instead_of_becoming_null(wap):
+    assert wap.run(ROWS, checks=[])[0] == 0
+    code, report = wap.run(wap.csv([{"id": 6, "amount": 1.0}, {"id": "seven", "amount": 2.0}]), checks=[])
+    assert code == 1 and "seven" in report.error
+    assert wap.ids() == [1, 2, 3, 4, 5] and audit_branches(wap) == []
+
+
+def test_branch_without_a_snapshot_of_the_batch_is_recreated(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH audit_b9")  # left over, points at main
+    code, report = wap.run(ROWS, checks=[], batch_id="b9")
+    assert code == 0 and report.status == "published"
+    assert wap.ids() == [0, 1, 2, 3, 4, 5] and audit_branches(wap) == []
+
+
+def test_batch_missing_a_required_column_exits_2(wap, spark):
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{wap.ns}")
+    spark.sql(f"CREATE TABLE {wap.sql} (id int NOT NULL, amount double) USING iceberg")
+    code, report = wap.run([{"amount": 1.0}], checks=[])
+    assert code == 2 and "required column 'id'" in report.error
+    assert wap.refs() == {}
