@@ -60,6 +60,7 @@ BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+=@-]{0,127}$")
 BATCH_PROPERTY = "wap.batch_id"
 FINGERPRINT_PROPERTY = "wap.input_fingerprint"
 SOURCE_FORMATS = ("csv", "json", "parquet")
+MODES = ("append", "overwrite_partitions", "merge")
 SOURCE_EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json",
                      ".ndjson": "json", ".parquet": "parquet"}
 
@@ -93,6 +94,10 @@ PARAMS = {
     "warehouse": (None, "warehouse location; default ./warehouse for hadoop"),
     "checks": (None, "checks as JSON text or a path to a JSON file; default: CHECKS in this file"),
     "batch_id": (None, "the batch's identity; default: a fingerprint of table and input files"),
+    "mode": ("append", "append | overwrite_partitions | merge"),
+    "merge_keys": (None, "merge: comma-separated key columns to upsert by"),
+    "delete_condition": (None, "merge: SQL condition on source rows (alias s) that deletes the match"),
+    "schema_evolution": ("fail", "fail | add_columns: what to do with columns the table lacks"),
     "publish": ("true", "false: stage and audit only, keep the branch"),
     "report_path": (None, "folder for the JSON run report"),
     "partition_by": (None, "comma-separated partition columns, used when the table is created"),
@@ -119,6 +124,10 @@ class Params:
     source_schema: str
     checks: list
     batch_id: str
+    mode: str
+    merge_keys: list
+    delete_condition: str
+    schema_evolution: str
     publish: bool
     report_path: str
     partition_by: list
@@ -286,13 +295,26 @@ def parse_params(argv):
         raise bad_input(f"--batch_id: {batch_id!r} is not allowed (1-128 of letters, digits and "
                         "_ . : + = @ -, starting with a letter or digit)")
     partition_by = [c.strip() for c in (raw["partition_by"] or "").split(",") if c.strip()]
+    mode = (raw["mode"] or "append").lower()
+    if mode not in MODES:
+        raise bad_input(f"--mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    merge_keys = [c.strip() for c in (raw["merge_keys"] or "").split(",") if c.strip()]
+    if mode == "merge" and not merge_keys:
+        raise bad_input("--merge_keys: required with --mode merge")
+    if mode != "merge" and (merge_keys or raw["delete_condition"]):
+        raise bad_input("--merge_keys/--delete_condition: only with --mode merge")
+    schema_evolution = (raw["schema_evolution"] or "fail").lower()
+    if schema_evolution not in ("fail", "add_columns"):
+        raise bad_input(f"--schema_evolution: expected fail or add_columns, got {schema_evolution!r}")
     retention = parse_number("branch_retention_days", raw["branch_retention_days"], int, 1)
     retries = parse_number("max_publish_retries", raw["max_publish_retries"], int, 0)
     return Params(
         source_path=source_path, table=f"{namespace}.{table_name}", namespace=namespace,
         table_name=table_name, catalog=catalog, catalog_type=catalog_type, warehouse=warehouse,
         source_format=source_format, source_options=source_options, source_schema=source_schema,
-        checks=load_checks_param(raw["checks"]), batch_id=batch_id,
+        checks=load_checks_param(raw["checks"]), batch_id=batch_id, mode=mode,
+        merge_keys=merge_keys, delete_condition=raw["delete_condition"],
+        schema_evolution=schema_evolution,
         publish=parse_bool("publish", raw["publish"]), report_path=raw["report_path"],
         partition_by=partition_by, iceberg_jar=raw["iceberg_jar"],
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
@@ -746,18 +768,40 @@ def ensure_table(spark, p, t, df):
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {t.sql}").collect()}
     if props.get("write.wap.enabled", "").lower() != "true":
         spark.sql(f"ALTER TABLE {t.sql} SET TBLPROPERTIES ('write.wap.enabled'='true')")
-    return align_to_table(spark, t, df)
+    if p.mode == "overwrite_partitions" and iceberg_table(spark, t).spec().isUnpartitioned():
+        raise bad_input("--mode overwrite_partitions: the table is not partitioned, so it would "
+                        "replace the whole table; use --partition_by when creating it")
+    extra = new_columns(spark, t, df)
+    if extra and p.schema_evolution == "add_columns":
+        # Iceberg schemas are table-wide: the new columns appear (empty) on main right away.
+        spark.sql(f"ALTER TABLE {t.sql} ADD COLUMNS ("
+                  + ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in extra) + ")")
+        log.info("added columns %s to %s", ", ".join(f.name for f in extra), t.ident)
+    # merge may carry source-only columns (a CDC op code) that only --delete_condition reads
+    keep_extra = p.mode == "merge" and bool(p.delete_condition)
+    return align_to_table(spark, t, df, keep_extra)
 
 
-def align_to_table(spark, t, df):
+def new_columns(spark, t, df):
+    table_columns = {f.name.lower() for f in spark.table(t.sql).schema.fields}
+    return [f for f in df.schema.fields if f.name.lower() not in table_columns]
+
+
+def iceberg_table(spark, t):
+    """The org.apache.iceberg.Table behind a Spark table, for what SQL does not offer."""
+    return spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, f"{t.catalog}.{t.ident}")
+
+
+def align_to_table(spark, t, df, keep_extra=False):
     """Line the batch up with the table's columns; refuse what would lose or corrupt data."""
     from pyspark.sql import functions as F
     table_schema = spark.table(t.sql).schema
     by_lower = {f.name.lower(): f for f in df.schema.fields}
-    extra = [f.name for f in df.schema.fields
-             if f.name.lower() not in {x.name.lower() for x in table_schema.fields}]
-    if extra:
-        raise bad_input(f"schema: the batch has columns the table lacks: {', '.join(extra)}")
+    extra = [f.name for f in new_columns(spark, t, df)]
+    if extra and not keep_extra:
+        raise bad_input(f"schema: the batch has columns the table lacks: {', '.join(extra)} "
+                        "(--schema_evolution add_columns adds them)")
     columns = []
     for target in table_schema.fields:
         source = by_lower.get(target.name.lower())
@@ -773,7 +817,7 @@ def align_to_table(spark, t, df):
         if source.dataType != target.dataType:
             expr = expr.cast(target.dataType)
         columns.append(expr.alias(target.name))
-    return df.select(*columns)
+    return df.select(*columns, *[col(name) for name in extra if keep_extra])
 
 
 def can_widen(source, target):
@@ -840,17 +884,113 @@ def write_quarantine(spark, t, bad, batch_id):
     return total, counts, f"{q.catalog}.{q.ident}"
 
 
-def write_branch(spark, t, df, branch, batch_id, fingerprint, main_before):
-    """Append the batch to the audit branch and prove it landed there and nowhere else."""
+def write_branch(spark, p, t, df, branch, batch_id, fingerprint, main_before):
+    """Write the batch to the audit branch in the run's mode; prove it landed there and nowhere else."""
+    properties = {BATCH_PROPERTY: batch_id, FINGERPRINT_PROPERTY: fingerprint}
     spark.conf.set("spark.wap.branch", branch)
     try:
-        (df.writeTo(t.sql)
-         .option(f"snapshot-property.{BATCH_PROPERTY}", batch_id)
-         .option(f"snapshot-property.{FINGERPRINT_PROPERTY}", fingerprint)
-         .append())
+        if p.mode == "merge":
+            merge_into(spark, p, t, df, properties)
+        else:
+            writer = df.writeTo(t.sql)
+            for key, value in properties.items():
+                writer = writer.option(f"snapshot-property.{key}", value)
+            writer.append() if p.mode == "append" else writer.overwritePartitions()
     finally:
         spark.conf.unset("spark.wap.branch")
     return verify_staged(spark, t, branch, batch_id, main_before)
+
+
+def merge_into(spark, p, t, df, properties):
+    """Upsert by the merge keys; matched rows that meet --delete_condition are deleted instead."""
+    view = f"wap_batch_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(view)
+    table_columns = [f.name for f in spark.table(t.sql).schema.fields]
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in p.merge_keys)
+    assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table_columns)
+    names = ", ".join(quote(c) for c in table_columns)
+    values = ", ".join(f"s.{quote(c)}" for c in table_columns)
+    delete = p.delete_condition
+    sql = (f"MERGE INTO {t.sql} AS t USING {view} AS s ON {on} "
+           + (f"WHEN MATCHED AND ({delete}) THEN DELETE " if delete else "")
+           + f"WHEN MATCHED THEN UPDATE SET {assignments} "
+           + (f"WHEN NOT MATCHED AND NOT ({delete}) " if delete else "WHEN NOT MATCHED ")
+           + f"THEN INSERT ({names}) VALUES ({values})")
+    try:
+        with_commit_properties(spark, properties, lambda: spark.sql(sql))
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def with_commit_properties(spark, properties, action):
+    """Run a SQL write so its snapshot carries `properties` (SQL has no write options):
+    Iceberg's CommitMetadata sets them for commits made inside the callback."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    class Callback:
+        error = None
+
+        def call(self):
+            try:
+                action()
+            except Exception as e:  # re-raised in Python, with its own traceback
+                Callback.error = e
+            return None
+
+        class Java:
+            implements = ["java.util.concurrent.Callable"]
+
+    sc = spark.sparkContext
+    ensure_callback_server_started(sc._gateway)
+    jmap = sc._jvm.java.util.HashMap()
+    for key, value in properties.items():
+        jmap.put(key, value)
+    sc._jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+        jmap, Callback(), sc._jvm.java.lang.RuntimeException().getClass())
+    if Callback.error is not None:
+        raise Callback.error
+
+
+def check_merge_batch(spark, p, df):
+    """A MERGE whose source repeats a key is undefined: refuse the batch before writing."""
+    from pyspark.sql import functions as F
+    lower = {c.lower() for c in df.columns}
+    for k in p.merge_keys:
+        if k.lower() not in lower:
+            raise bad_input(f"--merge_keys: unknown column {k!r}; columns: {', '.join(df.columns)}")
+    if p.delete_condition:
+        try:
+            df.alias("s").select(F.expr(p.delete_condition)).schema
+        except Exception as e:
+            raise bad_input(f"--delete_condition: {first_line(e)}") from None
+    dupes = (df.groupBy(*[col(k) for k in p.merge_keys]).count().filter("count > 1").limit(5).collect())
+    if dupes:
+        shown = "; ".join(", ".join(f"{k}={r[i]}" for i, k in enumerate(p.merge_keys)) for r in dupes)
+        raise bad_input(f"--merge_keys: the batch repeats keys ({shown}); a MERGE needs one source "
+                        "row per key")
+
+
+def merge_counts(spark, p, t, df, main_before):
+    """Rows the merge will insert, update and delete: batch keys against main's keys."""
+    from pyspark.sql import functions as F
+    if main_before is None:
+        deleted = F.expr(p.delete_condition) if p.delete_condition else F.lit(False)
+        row = df.alias("s").agg(F.sum((~deleted).cast("long")).alias("ins")).first()
+        return {"rows_inserted": row["ins"] or 0, "rows_updated": 0, "rows_deleted": 0}
+    keys = [f"k{i}" for i in range(len(p.merge_keys))]
+    existing = (read_snapshot(spark, t, main_before)
+                .select(*[col(k).alias(n) for k, n in zip(p.merge_keys, keys)])
+                .withColumn("_on_main", F.lit(True)))
+    deleted = F.expr(p.delete_condition) if p.delete_condition else F.lit(False)
+    batch = df.alias("s").select(*[col(k).alias(n) for k, n in zip(p.merge_keys, keys)],
+                                 F.coalesce(deleted, F.lit(False)).alias("_delete"))
+    on_main = F.coalesce(F.col("_on_main"), F.lit(False))
+    row = batch.join(existing, keys, "left").agg(
+        F.sum((~on_main & ~F.col("_delete")).cast("long")).alias("ins"),
+        F.sum((on_main & ~F.col("_delete")).cast("long")).alias("upd"),
+        F.sum((on_main & F.col("_delete")).cast("long")).alias("del")).first()
+    return {"rows_inserted": row["ins"] or 0, "rows_updated": row["upd"] or 0,
+            "rows_deleted": row["del"] or 0}
 
 
 def verify_staged(spark, t, branch, batch_id, main_before):
@@ -908,13 +1048,33 @@ def failing_rows_condition(c):
     return F.coalesce(condition, F.lit(False))
 
 
-def read_staged(spark, t, staged, main_before):
-    """The rows this batch added: an incremental read from main's snapshot to the branch head."""
-    reader = spark.read.format("iceberg")
-    if main_before is None:
-        return reader.option("snapshot-id", staged).load(f"{t.catalog}.{t.ident}")
-    return (reader.option("start-snapshot-id", main_before).option("end-snapshot-id", staged)
-            .load(f"{t.catalog}.{t.ident}"))
+def read_snapshot(spark, t, snapshot_id):
+    return spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}")
+
+
+def read_staged(spark, t, staged, main_before, mode="append", batch=None, p=None):
+    """The rows this batch staged, as read back from the branch snapshot:
+    append: an incremental read from main's snapshot to the branch head;
+    overwrite_partitions: the rows of the data files the snapshot added (the replaced partitions);
+    merge: the staged rows whose keys the batch inserted or updated."""
+    from pyspark.sql import functions as F
+    if mode == "append":
+        if main_before is None:
+            return read_snapshot(spark, t, staged)
+        return (spark.read.format("iceberg").option("start-snapshot-id", main_before)
+                .option("end-snapshot-id", staged).load(f"{t.catalog}.{t.ident}"))
+    rows = read_snapshot(spark, t, staged)
+    if mode == "overwrite_partitions":
+        added = (spark.read.format("iceberg").option("snapshot-id", staged)
+                 .load(f"{t.catalog}.{t.ident}.entries")
+                 .filter((F.col("status") == 1) & (F.col("snapshot_id") == staged))
+                 .select(F.col("data_file.file_path").alias("_file")))
+        return rows.select("*", "_file").join(F.broadcast(added), "_file", "left_semi").drop("_file")
+    kept = batch.alias("s")
+    if p.delete_condition:
+        kept = kept.filter(~F.coalesce(F.expr(p.delete_condition), F.lit(False)))
+    keys = kept.select(*[col(k) for k in p.merge_keys]).distinct()
+    return rows.join(keys, p.merge_keys, "left_semi")
 
 
 def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail=None):
@@ -933,8 +1093,12 @@ def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail
             "observed": observed, "detail": detail, "sample": sample or []}
 
 
-def audit(spark, t, checks, staged_df, main_before, dropped_counts=None):
-    """Evaluate every check against the staged rows; row checks share one Spark job."""
+def audit(spark, t, checks, staged_df, main_before, dropped_counts=None, whole_table=None):
+    """Evaluate every check against the staged rows; row checks share one Spark job.
+
+    `whole_table` (the whole staged snapshot) is given when the batch replaces or updates rows:
+    `unique` then looks for duplicates across it, since keys on main may be replaced legitimately.
+    """
     from pyspark.sql import functions as F
     dropped_counts = dropped_counts or {}
     row_checks = [c for c in checks if c.row_level and c.action != "drop"]
@@ -969,7 +1133,7 @@ def audit(spark, t, checks, staged_df, main_before, dropped_counts=None):
         elif c.check == "schema":
             results[c.name] = audit_schema(spark, c, staged_df, total)
         elif c.check == "unique":
-            results[c.name] = audit_unique(spark, t, c, staged_df, main_before, total)
+            results[c.name] = audit_unique(spark, t, c, staged_df, main_before, total, whole_table)
         elif c.check == "volume":
             results[c.name] = audit_volume(spark, t, c, main_before, total)
     for c in row_checks:  # samples cost a job each, so only where something is wrong
@@ -1008,17 +1172,18 @@ def audit_schema(spark, c, staged_df, total):
     return check_result(c, None, total, observed=actual, detail="; ".join(problems) or None)
 
 
-def audit_unique(spark, t, c, staged_df, main_before, total):
+def audit_unique(spark, t, c, staged_df, main_before, total, whole_table=None):
     """Duplicates within the batch, plus batch keys already on main; reads only the key columns."""
     from pyspark.sql import functions as F
     keys = [col(k) for k in c.columns]
     not_null = F.lit(True)
     for k in keys:
         not_null = not_null & k.isNotNull()
-    batch_keys = staged_df.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).filter(not_null)
+    scope = staged_df if whole_table is None else whole_table
+    batch_keys = scope.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).filter(not_null)
     names = [f"k{i}" for i in range(len(keys))]
     groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
-    if main_before is not None:
+    if main_before is not None and whole_table is None:
         existing = (spark.read.format("iceberg").option("snapshot-id", main_before)
                     .load(f"{t.catalog}.{t.ident}")
                     .select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).distinct()
@@ -1081,6 +1246,8 @@ def publish(spark, p, t, checks, report, staged, main_before, batch_id, fingerpr
         except Exception as e:
             if "not an ancestor" not in first_line(e):
                 raise
+            if p.mode != "append":  # rewritten files cannot be re-committed: stage again
+                return "restage"
             if attempt == p.max_publish_retries:
                 raise WapError(f"publish: main kept moving; gave up after {attempt} rebases. The "
                                f"audited batch is kept on branch {branch}") from None
@@ -1153,6 +1320,10 @@ class RunReport:
     main_snapshot_before: int = None
     main_snapshot_after: int = None
     staged_snapshot: int = None
+    mode: str = None
+    rows_inserted: int = None
+    rows_updated: int = None
+    rows_deleted: int = None
     rebases: int = 0
     checks: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
@@ -1305,7 +1476,7 @@ def run(argv=None):
     glue_job = None
     try:
         p = parse_params(argv)
-        report.table = f"{p.catalog}.{p.table}"
+        report.table, report.mode = f"{p.catalog}.{p.table}", p.mode
         if p.status or p.cleanup_days is not None:
             spark, glue_job = create_session(p)
             if p.status:
@@ -1344,6 +1515,11 @@ def run_batch(p, checks, report):
         fingerprint = fingerprint_input(spark, p, source)
         df = transform(source)
         validate_checks_against(spark, checks, df)
+        if p.mode == "merge":
+            check_merge_batch(spark, p, df)
+            if not any(c.check == "unique" and [x.lower() for x in c.columns]
+                       == [k.lower() for k in p.merge_keys] for c in checks):
+                checks.append(Check(name="unique_merge_keys", check="unique", columns=p.merge_keys))
     report.batch_id = batch_id = p.batch_id or f"fp-{fingerprint[:24]}"
     report.branch = branch = branch_name(batch_id)
     report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{branch}'"
@@ -1361,51 +1537,91 @@ def run_batch(p, checks, report):
         return EXIT_OK, glue_job
 
     staged = resume_point(spark, t, branch, batch_id, fingerprint, current)
-    if staged is None:
-        with timed(report, "write"):
-            good, bad = split_dropped(spark, checks, df)
-            dropped_counts = {}
-            if bad is not None:
-                report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
-                    spark, t, bad, batch_id)
-            if branch in current:  # a branch of an earlier attempt with other input: start over
-                drop_branch(spark, t, branch)
-            try:
-                staged = write_branch(spark, t, good, branch, batch_id, fingerprint, main_before)
-            finally:
-                if bad is not None:
-                    bad.unpersist()
-            set_branch_retention(spark, t, branch, staged, p.branch_retention_days)
-        fault_point("write")
-    else:
+    if staged is not None:
         log.info("resuming batch %s from staged snapshot %s on %s", batch_id, staged, branch)
-        dropped_counts = {}
-    report.staged_snapshot = staged
+    good, bad = split_dropped(spark, checks, df)
+    dropped_counts = {}
+    try:
+        if bad is not None and staged is None:
+            report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
+                spark, t, bad, batch_id)
+        for attempt in range(p.max_publish_retries + 1):
+            if staged is None:
+                staged = stage(spark, p, t, report, good, main_before, fingerprint,
+                               drop_old=attempt > 0 or branch in current)
+            code = audit_and_publish(spark, p, t, checks, report, good, staged, main_before,
+                                     fingerprint, dropped_counts)
+            if code is not None:
+                return code, glue_job
+            # main moved and this mode cannot be rebased: stage the batch again on the new main
+            time.sleep(min(30.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.5))
+            if published_snapshot_of_batch(spark, t, batch_id):
+                report.status = "already_published"
+                drop_branch(spark, t, branch)
+                return EXIT_OK, glue_job
+            report.main_snapshot_before = main_before = refs(spark, t).get("main")
+            report.rebases += 1
+            staged = None
+            log.info("main moved while this batch was staged: staging it again on %s", main_before)
+        raise WapError(f"publish: main kept moving; gave up after {p.max_publish_retries} "
+                       f"re-stages. The audited batch is kept on branch {branch}")
+    finally:
+        if bad is not None:
+            bad.unpersist()
 
+
+def stage(spark, p, t, report, df, main_before, fingerprint, drop_old):
+    """Write the batch to its audit branch (replacing a stale one) and give the branch a retention."""
+    with timed(report, "write"):
+        if drop_old:
+            drop_branch(spark, t, report.branch)
+        if p.mode == "merge":
+            counts = merge_counts(spark, p, t, df, main_before)
+            report.rows_inserted, report.rows_updated, report.rows_deleted = (
+                counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
+        staged = write_branch(spark, p, t, df, report.branch, report.batch_id, fingerprint, main_before)
+        set_branch_retention(spark, t, report.branch, staged, p.branch_retention_days)
+    fault_point("write")
+    return staged
+
+
+def audit_and_publish(spark, p, t, checks, report, batch, staged, main_before, fingerprint,
+                      dropped_counts):
+    """Audit the staged snapshot and publish it; None means: main moved, stage again."""
+    report.staged_snapshot = staged
     with timed(report, "audit"):
-        staged_df = read_staged(spark, t, staged, main_before)
+        staged_df = read_staged(spark, t, staged, main_before, p.mode, batch, p)
+        whole = read_snapshot(spark, t, staged) if p.mode != "append" else None
         report.checks, report.rows_written = audit(spark, t, checks, staged_df, main_before,
-                                                   dropped_counts)
+                                                   dropped_counts, whole)
+        if p.mode != "merge":
+            summary = (snapshot_info(spark, t, staged) or {}).get("summary") or {}
+            report.rows_inserted = int(summary.get("added-records", 0))
+            report.rows_deleted = int(summary.get("deleted-records", 0))
     fault_point("audit")
-    if report.rows_written == 0 and not blocking_failures(report):
+    branch = report.branch
+    if report.rows_written == 0 and not report.rows_deleted and not blocking_failures(report):
         report.status, report.main_snapshot_after = "nothing_to_publish", main_before
         drop_branch(spark, t, branch)
         log.info("the batch has no rows; nothing to publish")
-        return EXIT_OK, glue_job
+        return EXIT_OK
     if blocking_failures(report):
         report.main_snapshot_after = main_before
-        return audit_failed(report), glue_job
+        return audit_failed(report)
     if not p.publish:
         report.status, report.main_snapshot_after = "staged", main_before
         log.info("audit passed; --publish false, so branch %s is kept:\n  %s", branch, report.inspect_sql)
-        return EXIT_OK, glue_job
+        return EXIT_OK
     with timed(report, "publish"):
-        report.status = publish(spark, p, t, checks, report, staged, main_before, batch_id, fingerprint)
+        report.status = publish(spark, p, t, checks, report, staged, main_before,
+                                report.batch_id, fingerprint)
+    if report.status == "restage":
+        return None
     if report.status == "audit_failed":
-        return audit_failed(report), glue_job
-    log.info("%s batch %s to %s (snapshot %s)", report.status.replace("_", " "), batch_id,
+        return audit_failed(report)
+    log.info("%s batch %s to %s (snapshot %s)", report.status.replace("_", " "), report.batch_id,
              report.table, report.staged_snapshot)
-    return EXIT_OK, glue_job
+    return EXIT_OK
 
 
 def audit_failed(report):

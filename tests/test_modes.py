@@ -1,0 +1,148 @@
+"""Write modes: append, overwrite_partitions and merge all stage, audit and publish the same way."""
+import pytest
+
+import wap_etl
+
+DAY1 = [{"id": 1, "day": "d1", "amount": 1.0}, {"id": 2, "day": "d1", "amount": 2.0},
+        {"id": 3, "day": "d2", "amount": 3.0}]
+POSITIVE = [{"check": "between", "column": "amount", "min": 0}]
+
+
+def by_id(wap):
+    return {r["id"]: r for r in wap.rows()}
+
+
+def test_overwrite_partitions_replaces_only_the_batch_partitions(wap):
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+    late = [{"id": 10, "day": "d1", "amount": 10.0}]
+    code, report = wap.run(late, checks=POSITIVE, mode="overwrite_partitions")
+    assert code == 0 and report.status == "published"
+    assert wap.ids() == [3, 10]
+    assert report.rows_written == 1 and report.rows_deleted == 2
+
+
+def test_overwrite_partitions_audits_the_replaced_partitions(wap):
+    assert wap.run(DAY1 + [{"id": 4, "day": "d2", "amount": -4.0}], partition_by="day",
+                   checks=[dict(POSITIVE[0], action="warn")])[0] == 0
+    code, report = wap.run([{"id": 10, "day": "d1", "amount": 10.0}], checks=POSITIVE,
+                           mode="overwrite_partitions")
+    assert code == 0, "the bad row in partition d2 is not part of this batch"
+    assert report.rows_written == 1
+
+
+def test_overwrite_partitions_failed_audit_leaves_main_unchanged(wap):
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+    before = (wap.refs()["main"], wap.rows())
+    code, report = wap.run([{"id": 10, "day": "d1", "amount": -1.0}], checks=POSITIVE,
+                           mode="overwrite_partitions")
+    assert code == 3 and (wap.refs()["main"], wap.rows()) == before
+    assert wap.ids(report.branch) == [3, 10]
+
+
+def test_overwrite_partitions_on_an_unpartitioned_table_exits_2(wap):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    refs = wap.refs()
+    code, report = wap.run([{"id": 9, "day": "d1", "amount": 1.0}], mode="overwrite_partitions", checks=[])
+    assert code == 2 and "not partitioned" in report.error and wap.refs() == refs
+
+
+def test_merge_updates_and_inserts_by_key(wap):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    batch = [{"id": 2, "day": "d1", "amount": 20.0}, {"id": 4, "day": "d3", "amount": 4.0}]
+    code, report = wap.run(batch, checks=POSITIVE, mode="merge", merge_keys="id")
+    assert code == 0 and report.status == "published"
+    rows = by_id(wap)
+    assert sorted(rows) == [1, 2, 3, 4] and rows[2]["amount"] == 20.0 and rows[1]["amount"] == 1.0
+    assert (report.rows_inserted, report.rows_updated, report.rows_deleted) == (1, 1, 0)
+    assert report.rows_written == 2
+
+
+def test_merge_deletes_rows_matching_the_delete_condition(wap):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    cdc = [{"id": 1, "day": "d1", "amount": 1.0, "op": "D"}, {"id": 3, "day": "d2", "amount": 30.0, "op": "U"},
+           {"id": 5, "day": "d3", "amount": 5.0, "op": "I"}, {"id": 6, "day": "d3", "amount": 6.0, "op": "D"}]
+    code, report = wap.run(cdc, checks=POSITIVE, mode="merge", merge_keys="id",
+                           delete_condition="s.op = 'D'")
+    assert code == 0, report.error
+    rows = by_id(wap)
+    assert sorted(rows) == [2, 3, 5] and rows[3]["amount"] == 30.0
+    assert "op" not in rows[2], "the source-only column is not written"
+    assert (report.rows_inserted, report.rows_updated, report.rows_deleted) == (1, 1, 1)
+
+
+def test_merge_failed_audit_leaves_main_unchanged(wap):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    before = (wap.refs()["main"], wap.rows())
+    code, report = wap.run([{"id": 2, "day": "d1", "amount": -2.0}], checks=POSITIVE,
+                           mode="merge", merge_keys="id")
+    assert code == 3 and (wap.refs()["main"], wap.rows()) == before
+    assert {r["id"]: r["amount"] for r in wap.rows(report.branch)}[2] == -2.0
+
+
+def test_merge_audits_only_the_rows_it_inserted_or_updated(wap):
+    assert wap.run(DAY1 + [{"id": 9, "day": "d9", "amount": -9.0}],
+                   checks=[dict(POSITIVE[0], action="warn")])[0] == 0
+    code, report = wap.run([{"id": 1, "day": "d1", "amount": 11.0}], checks=POSITIVE,
+                           mode="merge", merge_keys="id")
+    assert code == 0 and report.rows_written == 1
+
+
+def test_merge_with_duplicate_keys_in_the_batch_exits_2(wap):
+    assert wap.run(DAY1, checks=[])[0] == 0
+    refs = wap.refs()
+    batch = [{"id": 7, "day": "d1", "amount": 1.0}, {"id": 7, "day": "d2", "amount": 2.0}]
+    code, report = wap.run(batch, checks=[], mode="merge", merge_keys="id")
+    assert code == 2 and "id=7" in report.error and wap.refs() == refs
+
+
+def test_merge_never_publishes_duplicate_keys(wap):
+    dupes = DAY1 + [{"id": 1, "day": "d9", "amount": 9.0}]
+    assert wap.run(dupes, checks=[])[0] == 0   # appended without a unique check
+    main = wap.refs()["main"]
+    code, report = wap.run([{"id": 5, "day": "d5", "amount": 5.0}], checks=[], mode="merge",
+                           merge_keys="id")
+    assert code == 3 and wap.refs()["main"] == main
+    assert report.checks[-1]["name"] == "unique_merge_keys" and not report.checks[-1]["passed"]
+
+
+def test_merge_batch_is_published_once(wap):
+    path = wap.csv([{"id": 2, "day": "d1", "amount": 20.0}])
+    assert wap.run(DAY1, checks=[])[0] == 0
+    assert wap.run(path, checks=[], mode="merge", merge_keys="id")[0] == 0
+    main = wap.refs()["main"]
+    code, report = wap.run(path, checks=[], mode="merge", merge_keys="id")
+    assert report.status == "already_published" and wap.refs()["main"] == main
+
+
+def test_merge_without_keys_exits_2(wap):
+    code, report = wap.run(DAY1, checks=[], mode="merge")
+    assert code == 2 and "--merge_keys" in report.error
+
+
+def test_overwrite_restages_when_main_moves_before_publish(wap, monkeypatch):
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+
+    def after(step):
+        if step == "audit" and not getattr(after, "done", False):
+            after.done = True
+            wap.spark.sql(f"INSERT INTO {wap.sql} VALUES (50, 'd5', 5.0)")
+    monkeypatch.setattr(wap_etl, "fault_point", after)
+    code, report = wap.run([{"id": 10, "day": "d1", "amount": 10.0}], checks=POSITIVE,
+                           mode="overwrite_partitions")
+    assert code == 0 and report.rebases == 1
+    assert wap.ids() == [3, 10, 50]
+
+
+def test_schema_evolution_add_columns_adds_nullable_columns(wap):
+    assert wap.run(DAY1, checks=[])[0] == 0
+    code, report = wap.run([{"id": 4, "day": "d4", "amount": 4.0, "channel": "web"}], checks=[],
+                           schema_evolution="add_columns")
+    assert code == 0
+    rows = by_id(wap)
+    assert rows[4]["channel"] == "web" and rows[1]["channel"] is None
+
+
+def test_schema_evolution_fail_is_the_default(wap):
+    assert wap.run(DAY1, checks=[])[0] == 0
+    code, report = wap.run([{"id": 4, "day": "d4", "amount": 4.0, "channel": "web"}], checks=[])
+    assert code == 2 and "channel" in report.error and "add_columns" in report.error
