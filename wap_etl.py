@@ -61,6 +61,7 @@ BATCH_PROPERTY = "wap.batch_id"
 FINGERPRINT_PROPERTY = "wap.input_fingerprint"
 SOURCE_FORMATS = ("csv", "json", "parquet")
 MODES = ("append", "overwrite_partitions", "merge")
+STATUSES = ("published", "already_published", "staged", "nothing_to_publish", "audit_failed", "error")
 SOURCE_EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json",
                      ".ndjson": "json", ".parquet": "parquet"}
 
@@ -99,7 +100,12 @@ PARAMS = {
     "delete_condition": (None, "merge: SQL condition on source rows (alias s) that deletes the match"),
     "schema_evolution": ("fail", "fail | add_columns: what to do with columns the table lacks"),
     "publish": ("true", "false: stage and audit only, keep the branch"),
-    "report_path": (None, "folder for the JSON run report"),
+    "report_path": (None, "folder or s3:// prefix for the JSON run reports"),
+    "sns_topic_arn": (None, "SNS topic to alert when a run ends in one of --alert_on"),
+    "slack_webhook_url": (None, "Slack incoming-webhook URL to alert the same way"),
+    "alert_on": ("audit_failed,error", "comma-separated statuses that send an alert"),
+    "cloudwatch_namespace": (None, "CloudWatch namespace for the run's metrics"),
+    "event_bus_name": (None, "EventBridge bus that gets a 'WAP Published' event on publish"),
     "partition_by": (None, "comma-separated partition columns, used when the table is created"),
     "iceberg_jar": (None, "path to the Iceberg Spark runtime jar (local runs only)"),
     "branch_retention_days": ("7", "days an audit branch is kept before snapshot expiry removes it"),
@@ -131,6 +137,11 @@ class Params:
     publish: bool
     report_path: str
     partition_by: list
+    sns_topic_arn: str
+    slack_webhook_url: str
+    alert_on: list
+    cloudwatch_namespace: str
+    event_bus_name: str
     iceberg_jar: str
     branch_retention_days: int
     max_publish_retries: int = 5
@@ -303,6 +314,13 @@ def parse_params(argv):
         raise bad_input("--merge_keys: required with --mode merge")
     if mode != "merge" and (merge_keys or raw["delete_condition"]):
         raise bad_input("--merge_keys/--delete_condition: only with --mode merge")
+    alert_on = [x.strip() for x in (raw["alert_on"] or "").split(",") if x.strip()]
+    unknown = sorted(set(alert_on) - set(STATUSES))
+    if unknown:
+        raise bad_input(f"--alert_on: unknown status {', '.join(unknown)}; known: {', '.join(STATUSES)}")
+    slack = raw["slack_webhook_url"]
+    if slack and not re.match(r"^https?://", slack):
+        raise bad_input("--slack_webhook_url: expected an http(s):// URL")
     schema_evolution = (raw["schema_evolution"] or "fail").lower()
     if schema_evolution not in ("fail", "add_columns"):
         raise bad_input(f"--schema_evolution: expected fail or add_columns, got {schema_evolution!r}")
@@ -317,6 +335,8 @@ def parse_params(argv):
         schema_evolution=schema_evolution,
         publish=parse_bool("publish", raw["publish"]), report_path=raw["report_path"],
         partition_by=partition_by, iceberg_jar=raw["iceberg_jar"],
+        sns_topic_arn=raw["sns_topic_arn"], slack_webhook_url=slack, alert_on=alert_on,
+        cloudwatch_namespace=raw["cloudwatch_namespace"], event_bus_name=raw["event_bus_name"],
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
         status=status and cleanup_days is None, on_glue=glue, glue_args=glue_args)
 
@@ -1345,6 +1365,31 @@ def summary_table(report):
     return "\n".join(lines)
 
 
+def read_reports(report_path, table):
+    """The run reports of one table, from a local folder or an s3:// prefix."""
+    texts = []
+    if report_path.startswith("s3://"):
+        import boto3
+        bucket, _, prefix = report_path[5:].partition("/")
+        prefix = f"{prefix.rstrip('/')}/{table}/".lstrip("/")
+        s3 = boto3.client("s3")
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                texts.append(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+    else:
+        folder = os.path.join(report_path, table)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            with open(os.path.join(folder, name), "rb") as f:
+                texts.append(f.read())
+    reports = []
+    for text in texts:
+        try:
+            reports.append(json.loads(text))
+        except ValueError:
+            continue
+    return reports
+
+
 def write_report(report, report_path):
     """One JSON file per batch under <report_path>/<namespace>.<table>/<batch_id>.json."""
     body = json.dumps(asdict(report), indent=2, default=str)
@@ -1365,16 +1410,100 @@ def write_report(report, report_path):
     return path
 
 
-def finish(report, report_path):
+def finish(report, p):
+    """Log the report, then tell the outside world. The data is safe by now: a side channel that
+    fails (no permission, endpoint down, timeout) is a warning, never a change of outcome."""
     report.finished_at = datetime.now(timezone.utc).isoformat()
     log.info("WAP_REPORT %s", json.dumps(asdict(report), default=str))
     if report.checks:
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
-    if report_path:
-        try:
-            log.info("report written to %s", write_report(report, report_path))
-        except Exception as e:  # the data is safe by now; a report we cannot write is a warning
-            log.warning("could not write the report to %s: %s", report_path, first_line(e))
+    if p is None:
+        return
+    alert = report.status in p.alert_on
+    channels = [
+        ("report", p.report_path, lambda: log.info("report written to %s",
+                                                   write_report(report, p.report_path))),
+        ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
+        ("Slack alert", alert and p.slack_webhook_url, lambda: send_slack(report, p.slack_webhook_url)),
+        ("CloudWatch metrics", p.cloudwatch_namespace, lambda: put_metrics(report, p.cloudwatch_namespace)),
+        ("EventBridge event", report.status == "published" and p.event_bus_name,
+         lambda: put_event(report, p.event_bus_name)),
+    ]
+    for name, wanted, send in channels:
+        if wanted:
+            try:
+                send()
+            except Exception as e:
+                log.warning("%s failed (the run's outcome stands): %s", name, first_line(e))
+
+
+# =================================================================================================
+# Alerts, metrics and events
+# =================================================================================================
+
+def alert_text(report):
+    """Subject and body of an alert: what failed, by how much, and how to look at it."""
+    subject = f"wap_etl {report.status}: {report.table} batch {report.batch_id}"[:100]
+    lines = [f"Table: {report.table}", f"Status: {report.status}", f"Batch: {report.batch_id}",
+             f"Branch: {report.branch}", f"Rows staged: {report.rows_written}",
+             f"Main snapshot: {report.main_snapshot_after or report.main_snapshot_before}"]
+    failed = [c for c in report.checks if not c["passed"] and c["action"] == "fail"]
+    if failed:
+        lines.append("Failed checks:")
+        lines += [f"  - {c['name']} ({c['check']}): "
+                  + (f"{c['failing_rows']} failing rows" if c["failing_rows"] is not None
+                     else c.get("detail") or "failed") for c in failed]
+    if report.error:
+        lines.append(f"Error: {report.error}")
+    if report.status == "audit_failed" and report.inspect_sql:
+        lines += ["Inspect the staged rows:", f"  {report.inspect_sql}"]
+    return subject, "\n".join(lines)
+
+
+def send_sns(report, topic_arn):
+    import boto3
+    subject, body = alert_text(report)
+    boto3.client("sns").publish(
+        TopicArn=topic_arn, Subject=subject, Message=body,
+        MessageAttributes={"table": {"DataType": "String", "StringValue": report.table or "-"},
+                           "status": {"DataType": "String", "StringValue": report.status}})
+
+
+def send_slack(report, url):
+    """Standard-library POST to a Slack incoming webhook, with a timeout."""
+    import urllib.request
+    subject, body = alert_text(report)
+    data = json.dumps({"text": f"*{subject}*\n```{body}```"}).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        if response.status >= 300:
+            raise RuntimeError(f"Slack answered HTTP {response.status}")
+
+
+def put_metrics(report, namespace):
+    import boto3
+    dims = [{"Name": "Table", "Value": report.table or "-"}]
+    failed = sum(1 for c in report.checks if not c["passed"] and c["action"] == "fail")
+    values = [("RowsWritten", report.rows_written or 0, "Count"),
+              ("RowsDropped", report.rows_dropped or 0, "Count"),
+              ("ChecksFailed", failed, "Count"),
+              ("AuditSeconds", report.timings.get("audit", 0.0), "Seconds"),
+              ("Published", 1 if report.status == "published" else 0, "Count")]
+    boto3.client("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[
+        {"MetricName": name, "Dimensions": dims, "Value": float(value), "Unit": unit}
+        for name, value, unit in values])
+
+
+def put_event(report, bus_name):
+    """Tell downstream jobs a batch is on main, so they can start."""
+    import boto3
+    detail = {"table": report.table, "batch_id": report.batch_id,
+              "snapshot_id": report.main_snapshot_after, "rows": report.rows_written}
+    answer = boto3.client("events").put_events(Entries=[{
+        "Source": "wap_etl", "DetailType": "WAP Published", "Detail": json.dumps(detail),
+        "EventBusName": bus_name}])
+    if answer.get("FailedEntryCount"):
+        raise RuntimeError(f"EventBridge refused the event: {answer['Entries']}")
 
 
 def fault_point(step):
@@ -1417,15 +1546,8 @@ def show_status(spark, p):
         summary = (s["summary"] or {}) if s else {}
         lines.append(f"  {name}  snapshot {current[name]}  age {age:.1f} h  rows staged "
                      f"{summary.get('added-records', '?')}  batch {summary.get(BATCH_PROPERTY, '-')}")
-    if p.report_path and "://" not in p.report_path:
-        folder = os.path.join(p.report_path, f"{p.catalog}.{p.table}")
-        reports = []
-        for name in os.listdir(folder) if os.path.isdir(folder) else []:
-            try:
-                with open(os.path.join(folder, name), encoding="utf-8") as f:
-                    reports.append(json.load(f))
-            except (OSError, ValueError):
-                continue
+    if p.report_path:
+        reports = read_reports(p.report_path, f"{p.catalog}.{p.table}")
         reports.sort(key=lambda r: r.get("finished_at") or "", reverse=True)
         lines.append(f"last runs: {len(reports)}")
         for r in reports[:10]:
@@ -1500,7 +1622,7 @@ def run(argv=None):
                 spark.conf.unset("spark.wap.branch")
         except Exception:
             pass
-    finish(report, p.report_path if p else None)
+    finish(report, p)
     if glue_job is not None and code == EXIT_OK:
         glue_job.commit()
     return code, report
