@@ -99,6 +99,8 @@ PARAMS = {
     "merge_keys": (None, "merge: comma-separated key columns to upsert by"),
     "delete_condition": (None, "merge: SQL condition on source rows (alias s) that deletes the match"),
     "schema_evolution": ("fail", "fail | add_columns: what to do with columns the table lacks"),
+    "audit_source": ("branch", "branch: row checks scan the staged snapshot | write: observe them "
+                               "during the write, matched against the snapshot's record count"),
     "publish": ("true", "false: stage and audit only, keep the branch"),
     "report_path": (None, "folder or s3:// prefix for the JSON run reports"),
     "sns_topic_arn": (None, "SNS topic to alert when a run ends in one of --alert_on"),
@@ -134,6 +136,7 @@ class Params:
     merge_keys: list
     delete_condition: str
     schema_evolution: str
+    audit_source: str
     publish: bool
     report_path: str
     partition_by: list
@@ -321,6 +324,9 @@ def parse_params(argv):
     slack = raw["slack_webhook_url"]
     if slack and not re.match(r"^https?://", slack):
         raise bad_input("--slack_webhook_url: expected an http(s):// URL")
+    audit_source = (raw["audit_source"] or "branch").lower()
+    if audit_source not in ("branch", "write"):
+        raise bad_input(f"--audit_source: expected branch or write, got {audit_source!r}")
     schema_evolution = (raw["schema_evolution"] or "fail").lower()
     if schema_evolution not in ("fail", "add_columns"):
         raise bad_input(f"--schema_evolution: expected fail or add_columns, got {schema_evolution!r}")
@@ -332,7 +338,7 @@ def parse_params(argv):
         source_format=source_format, source_options=source_options, source_schema=source_schema,
         checks=load_checks_param(raw["checks"]), batch_id=batch_id, mode=mode,
         merge_keys=merge_keys, delete_condition=raw["delete_condition"],
-        schema_evolution=schema_evolution,
+        schema_evolution=schema_evolution, audit_source=audit_source,
         publish=parse_bool("publish", raw["publish"]), report_path=raw["report_path"],
         partition_by=partition_by, iceberg_jar=raw["iceberg_jar"],
         sns_topic_arn=raw["sns_topic_arn"], slack_webhook_url=slack, alert_on=alert_on,
@@ -732,7 +738,8 @@ class TableRef:
 
     @property
     def ident(self):
-        """The 'namespace.table' string Iceberg procedures take."""
+        """'namespace.table'; procedures get it catalog-qualified, or a namespace that shares
+        a catalog's name would be read as that catalog."""
         return f"{self.namespace}.{self.name}"
 
     def meta(self, table):
@@ -743,16 +750,20 @@ def table_exists(spark, t):
     return spark.catalog.tableExists(f"{t.catalog}.{t.namespace}.{t.name}")
 
 
+# Metadata is read through Iceberg's Table API: fresh from the catalog each time, and no Spark job.
+
 def refs(spark, t):
     """{ref name: snapshot id} for every branch and tag."""
-    return {r["name"]: r["snapshot_id"] for r in spark.sql(f"SELECT name, snapshot_id FROM {t.meta('refs')}").collect()}
+    return {str(name): ref.snapshotId() for name, ref in iceberg_table(spark, t).refs().items()}
 
 
-def snapshot_info(spark, t, snapshot_id):
-    from pyspark.sql import functions as F
-    row = (spark.table(t.meta("snapshots")).filter(F.col("snapshot_id") == snapshot_id)
-           .select("snapshot_id", "parent_id", "summary", "committed_at").first())
-    return row.asDict() if row else None
+def snapshot_info(spark, t, snapshot_id, table=None):
+    """Parent and summary of one snapshot, or None."""
+    snapshot = (table or iceberg_table(spark, t)).snapshot(snapshot_id)
+    if snapshot is None:
+        return None
+    return {"snapshot_id": snapshot.snapshotId(), "parent_id": snapshot.parentId(),
+            "summary": dict(snapshot.summary().items())}
 
 
 def published_snapshot_of_batch(spark, t, batch_id):
@@ -904,21 +915,44 @@ def write_quarantine(spark, t, bad, batch_id):
     return total, counts, f"{q.catalog}.{q.ident}"
 
 
-def write_branch(spark, p, t, df, branch, batch_id, fingerprint, main_before):
-    """Write the batch to the audit branch in the run's mode; prove it landed there and nowhere else."""
+def write_branch(spark, p, t, df, branch, batch_id, fingerprint, main_before, aggs=None):
+    """Write the batch to the audit branch in the run's mode; prove it landed there and nowhere else.
+
+    With `aggs`, the row checks' aggregates are observed on the rows as they are written, and
+    returned with the staged snapshot id (append and overwrite_partitions only)."""
+    from pyspark.sql import Observation
     properties = {BATCH_PROPERTY: batch_id, FINGERPRINT_PROPERTY: fingerprint}
+    observation = None
     spark.conf.set("spark.wap.branch", branch)
     try:
         if p.mode == "merge":
             merge_into(spark, p, t, df, properties)
         else:
+            if aggs:
+                observation = Observation("wap_write")
+                df = df.observe(observation, *aggs)
             writer = df.writeTo(t.sql)
             for key, value in properties.items():
                 writer = writer.option(f"snapshot-property.{key}", value)
             writer.append() if p.mode == "append" else writer.overwritePartitions()
     finally:
         spark.conf.unset("spark.wap.branch")
-    return verify_staged(spark, t, branch, batch_id, main_before)
+    staged = verify_staged(spark, t, branch, batch_id, main_before)
+    return staged, observed_metrics(spark, t, staged, observation)
+
+
+def observed_metrics(spark, t, staged, observation):
+    """The metrics observed during the write, if they provably describe the staged rows: their
+    row count must equal the records the snapshot added. Otherwise None: the audit scans."""
+    if observation is None:
+        return None
+    metrics = observation.get
+    summary = (snapshot_info(spark, t, staged) or {}).get("summary") or {}
+    if str(metrics.get("rows")) != summary.get("added-records", "0"):
+        log.warning("observed %s rows but the snapshot added %s; auditing by scanning the branch",
+                    metrics.get("rows"), summary.get("added-records"))
+        return None
+    return metrics
 
 
 def merge_into(spark, p, t, df, properties):
@@ -1113,21 +1147,42 @@ def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail
             "observed": observed, "detail": detail, "sample": sample or []}
 
 
-def audit(spark, t, checks, staged_df, main_before, dropped_counts=None, whole_table=None):
-    """Evaluate every check against the staged rows; row checks share one Spark job.
-
-    `whole_table` (the whole staged snapshot) is given when the batch replaces or updates rows:
-    `unique` then looks for duplicates across it, since keys on main may be replaced legitimately.
-    """
+def row_metrics(checks):
+    """The aggregates every row check and freshness check needs: evaluated together, in one pass."""
     from pyspark.sql import functions as F
-    dropped_counts = dropped_counts or {}
     row_checks = [c for c in checks if c.row_level and c.action != "drop"]
     fresh_checks = [c for c in checks if c.check == "freshness"]
     aggs = [F.count(F.lit(1)).alias("rows")]
     aggs += [F.sum(failing_rows_condition(c).cast("long")).alias(f"r{i}") for i, c in enumerate(row_checks)]
     aggs += [F.max(col(c.column).cast("timestamp").cast("double")).alias(f"f{i}")  # epoch seconds
              for i, c in enumerate(fresh_checks)]
-    row = scan_metrics(staged_df, aggs)
+    # the key range of each unique check, so its look-up on main can skip files by their bounds
+    aggs += [agg(col(k)).alias(key_bound(c, j, side)) for c in checks if c.check == "unique"
+             for j, k in enumerate(c.columns) for side, agg in (("lo", F.min), ("hi", F.max))]
+    return row_checks, fresh_checks, aggs
+
+
+def plain(value):
+    """A metric as a Python value, or None where py4j hands back a Java object (then no pruning)."""
+    return value if isinstance(value, (int, float, str)) else None
+
+
+def key_bound(c, j, side):
+    return f"{side}_{hashlib.sha1(c.name.encode()).hexdigest()[:10]}_{j}"
+
+
+def audit(spark, t, checks, staged_df, main_before, dropped_counts=None, whole_table=None,
+          metrics=None):
+    """Evaluate every check against the staged rows; row checks share one Spark job.
+
+    `metrics`, when given, are the row aggregates observed while the write itself ran (already
+    matched against the snapshot's record count), so the staged rows need no second scan.
+    `whole_table` (the whole staged snapshot) is given when the batch replaces or updates rows:
+    `unique` then looks for duplicates across it, since keys on main may be replaced legitimately.
+    """
+    dropped_counts = dropped_counts or {}
+    row_checks, fresh_checks, aggs = row_metrics(checks)
+    row = metrics if metrics is not None else scan_metrics(staged_df, aggs)
     total = row["rows"]
     results = {}
     for i, c in enumerate(row_checks):
@@ -1153,7 +1208,10 @@ def audit(spark, t, checks, staged_df, main_before, dropped_counts=None, whole_t
         elif c.check == "schema":
             results[c.name] = audit_schema(spark, c, staged_df, total)
         elif c.check == "unique":
-            results[c.name] = audit_unique(spark, t, c, staged_df, main_before, total, whole_table)
+            bounds = [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
+                      for j in range(len(c.columns))]
+            results[c.name] = audit_unique(spark, t, c, staged_df, main_before, total, bounds,
+                                           whole_table)
         elif c.check == "volume":
             results[c.name] = audit_volume(spark, t, c, main_before, total)
     for c in row_checks:  # samples cost a job each, so only where something is wrong
@@ -1192,7 +1250,7 @@ def audit_schema(spark, c, staged_df, total):
     return check_result(c, None, total, observed=actual, detail="; ".join(problems) or None)
 
 
-def audit_unique(spark, t, c, staged_df, main_before, total, whole_table=None):
+def audit_unique(spark, t, c, staged_df, main_before, total, bounds, whole_table=None):
     """Duplicates within the batch, plus batch keys already on main; reads only the key columns."""
     from pyspark.sql import functions as F
     keys = [col(k) for k in c.columns]
@@ -1204,9 +1262,13 @@ def audit_unique(spark, t, c, staged_df, main_before, total, whole_table=None):
     names = [f"k{i}" for i in range(len(keys))]
     groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
     if main_before is not None and whole_table is None:
-        existing = (spark.read.format("iceberg").option("snapshot-id", main_before)
-                    .load(f"{t.catalog}.{t.ident}")
-                    .select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).distinct()
+        # Only main's files whose key range overlaps the batch's can hold a clash; the range
+        # filter lets Iceberg skip the rest by their column bounds.
+        existing = read_snapshot(spark, t, main_before)
+        for k, (low, high) in zip(keys, bounds):
+            if low is not None:
+                existing = existing.filter(k.between(F.lit(low), F.lit(high)))
+        existing = (existing.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).distinct()
                     .withColumn("on_main", F.lit(True)))
         groups = groups.join(existing, names, "left")
     else:
@@ -1225,14 +1287,13 @@ def audit_unique(spark, t, c, staged_df, main_before, total, whole_table=None):
 def audit_volume(spark, t, c, main_before, total):
     """Batch size against the median of recent publishes, from snapshot metadata (no scan)."""
     history = []
-    snapshot = main_before
-    snaps = {r["snapshot_id"]: r for r in spark.table(t.meta("snapshots"))
-             .select("snapshot_id", "parent_id", "summary").collect()}
-    while snapshot is not None and len(history) < c.lookback and snapshot in snaps:
-        summary = snaps[snapshot]["summary"] or {}
-        if "added-records" in summary and int(summary["added-records"]) > 0:
-            history.append(int(summary["added-records"]))
-        snapshot = snaps[snapshot]["parent_id"]
+    table = iceberg_table(spark, t)
+    info = snapshot_info(spark, t, main_before, table) if main_before is not None else None
+    while info is not None and len(history) < c.lookback:
+        added = int(info["summary"].get("added-records", 0))
+        if added > 0:
+            history.append(added)
+        info = snapshot_info(spark, t, info["parent_id"], table) if info["parent_id"] else None
     if not history:
         return check_result(c, None, total, observed=None)
     median = statistics.median(history)
@@ -1262,7 +1323,7 @@ def publish(spark, p, t, checks, report, staged, main_before, batch_id, fingerpr
     branch = report.branch
     for attempt in range(p.max_publish_retries + 1):
         try:
-            spark.sql(f"CALL {quote(t.catalog)}.system.fast_forward('{t.ident}', 'main', '{branch}')")
+            spark.sql(f"CALL {quote(t.catalog)}.system.fast_forward('{t.catalog}.{t.ident}', 'main', '{branch}')")
         except Exception as e:
             if "not an ancestor" not in first_line(e):
                 raise
@@ -1345,6 +1406,7 @@ class RunReport:
     rows_updated: int = None
     rows_deleted: int = None
     rebases: int = 0
+    audit_source: str = None
     checks: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     inspect_sql: str = None
@@ -1668,11 +1730,12 @@ def run_batch(p, checks, report):
             report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
                 spark, t, bad, batch_id)
         for attempt in range(p.max_publish_retries + 1):
+            metrics = None
             if staged is None:
-                staged = stage(spark, p, t, report, good, main_before, fingerprint,
-                               drop_old=attempt > 0 or branch in current)
+                staged, metrics = stage(spark, p, t, checks, report, good, main_before, fingerprint,
+                                        drop_old=attempt > 0 or branch in current)
             code = audit_and_publish(spark, p, t, checks, report, good, staged, main_before,
-                                     fingerprint, dropped_counts)
+                                     fingerprint, dropped_counts, metrics)
             if code is not None:
                 return code, glue_job
             # main moved and this mode cannot be rebased: stage the batch again on the new main
@@ -1692,7 +1755,7 @@ def run_batch(p, checks, report):
             bad.unpersist()
 
 
-def stage(spark, p, t, report, df, main_before, fingerprint, drop_old):
+def stage(spark, p, t, checks, report, df, main_before, fingerprint, drop_old):
     """Write the batch to its audit branch (replacing a stale one) and give the branch a retention."""
     with timed(report, "write"):
         if drop_old:
@@ -1701,21 +1764,24 @@ def stage(spark, p, t, report, df, main_before, fingerprint, drop_old):
             counts = merge_counts(spark, p, t, df, main_before)
             report.rows_inserted, report.rows_updated, report.rows_deleted = (
                 counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
-        staged = write_branch(spark, p, t, df, report.branch, report.batch_id, fingerprint, main_before)
+        aggs = row_metrics(checks)[2] if p.audit_source == "write" else None
+        staged, metrics = write_branch(spark, p, t, df, report.branch, report.batch_id, fingerprint,
+                                       main_before, aggs)
         set_branch_retention(spark, t, report.branch, staged, p.branch_retention_days)
     fault_point("write")
-    return staged
+    return staged, metrics
 
 
 def audit_and_publish(spark, p, t, checks, report, batch, staged, main_before, fingerprint,
-                      dropped_counts):
+                      dropped_counts, metrics=None):
     """Audit the staged snapshot and publish it; None means: main moved, stage again."""
     report.staged_snapshot = staged
     with timed(report, "audit"):
         staged_df = read_staged(spark, t, staged, main_before, p.mode, batch, p)
         whole = read_snapshot(spark, t, staged) if p.mode != "append" else None
         report.checks, report.rows_written = audit(spark, t, checks, staged_df, main_before,
-                                                   dropped_counts, whole)
+                                                   dropped_counts, whole, metrics)
+        report.audit_source = "write" if metrics is not None else "branch"
         if p.mode != "merge":
             summary = (snapshot_info(spark, t, staged) or {}).get("summary") or {}
             report.rows_inserted = int(summary.get("added-records", 0))

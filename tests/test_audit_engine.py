@@ -129,3 +129,40 @@ def test_sample_is_fetched_only_for_failed_checks(wap):
     code, report = wap.run(rows, checks=checks)
     assert code == 0
     assert report.checks[0]["sample"][0]["id"] == 5 and report.checks[1]["sample"] == []
+
+
+def test_audit_from_the_write_matches_the_branch_scan(wap):
+    rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0, email=None)]
+    checks = [{"check": "between", "column": "amount", "min": 0, "action": "warn"},
+              {"check": "not_null", "column": "email", "action": "warn"},
+              {"check": "freshness", "column": "ts", "max_age_hours": 5},
+              {"check": "unique", "columns": ["id"]}]
+    code, scanned = wap.run(rows, checks=checks, batch_id="scan", publish="false")
+    code2, observed = wap.run(rows, checks=checks, batch_id="obs", publish="false", audit_source="write")
+    assert code == code2 == 0
+    assert scanned.audit_source == "branch" and observed.audit_source == "write"
+    strip = lambda r: [{k: v for k, v in c.items() if k != "observed"} for c in r.checks]
+    assert strip(scanned) == strip(observed)
+    assert observed.rows_written == 5
+
+
+def test_observed_metrics_are_refused_when_the_count_differs_from_the_snapshot(wap, spark):
+    code, report = wap.run(ROWS, checks=[], publish="false")
+
+    class Observed:
+        get = {"rows": 999}
+
+    t = wap_etl.TableRef("local", wap.ns, "orders")
+    assert wap_etl.observed_metrics(spark, t, report.staged_snapshot, Observed()) is None
+
+    class Right:
+        get = {"rows": 4}
+
+    assert wap_etl.observed_metrics(spark, t, report.staged_snapshot, Right()) == {"rows": 4}
+
+
+def test_unique_still_finds_clashes_outside_pruned_ranges(wap):
+    assert wap.run([dict(ROWS[0], id=i) for i in (1, 50, 100)], checks=[])[0] == 0
+    code, report = wap.run([dict(ROWS[0], id=i) for i in (49, 50, 51)],
+                           checks=[{"check": "unique", "columns": ["id"]}])
+    assert code == 3 and report.checks[0]["sample"][0]["id"] == 50

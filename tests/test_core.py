@@ -158,3 +158,12 @@ def test_report_is_written_as_json(wap, orders):
     assert written["rows_written"] == 3
     assert set(written["timings"]) >= {"read", "write", "audit", "publish"}
     assert {c["name"] for c in written["checks"]} == {"not_null_id", "unique_id"}
+
+
+def test_namespace_named_like_the_catalog_is_published(spark, warehouse, tmp_path):
+    from conftest import write_csv
+    path = write_csv(tmp_path / "in.csv", [{"id": 1}, {"id": 2}])
+    code, report = wap_etl.run(["--source_path", path, "--table", "local.orders", "--catalog", "local",
+                                "--checks", "[]"])
+    assert code == 0 and report.status == "published", report.error
+    assert spark.table("local.local.orders").count() == 2

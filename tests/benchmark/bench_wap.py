@@ -1,0 +1,313 @@
+"""Benchmark: what Write-Audit-Publish costs on top of a plain Iceberg append.
+
+    python tests/benchmark/bench_wap.py --rows 10000000 --repeats 3
+
+In one process and one SparkSession (local[2] unless one is active), on a generated CSV batch of
+16 columns (ints, doubles, strings, timestamps, booleans, some NULLs), it measures:
+  1. plain: read CSV -> transform -> writeTo(table).append()   (the lower bound)
+  2. wap:   the job's own path: stage on a branch -> audit 10 checks -> fast_forward
+  3. audit scaling: the audit of one fixed batch on a table of 1x and 10x the batch
+  4. publish: fast_forward time at both table sizes
+  5. Spark jobs launched by the audit, peak driver (JVM) memory
+and prints a table, writes JSON, and draws a PNG chart.
+"""
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+import wap_etl  # noqa: E402
+
+CATALOG = "bench"
+NAMESPACE = "bench"
+COLUMNS = """
+    id AS id,
+    CAST(id % 100000 AS INT) AS customer_id,
+    ROUND((id % 10007) * 0.37, 2) AS amount,
+    IF(id % 11 = 0, NULL, ROUND((id % 7) * 0.05, 2)) AS discount,
+    CAST(1 + id % 9 AS INT) AS quantity,
+    ELT(CAST(1 + id % 3 AS INT), 'new', 'paid', 'shipped') AS status,
+    CONCAT('user', id % 100000, '@example.com') AS email,
+    ELT(CAST(1 + id % 5 AS INT), 'DE', 'FR', 'US', 'JP', 'BR') AS country,
+    IF(id % 13 = 0, NULL, CONCAT('city_', id % 997)) AS city,
+    CONCAT('sku-', LPAD(CAST(id % 50000 AS STRING), 6, '0')) AS product,
+    ELT(CAST(1 + id % 4 AS INT), 'books', 'toys', 'garden', 'food') AS category,
+    TIMESTAMPADD(SECOND, -CAST(id % 86400 AS INT), CURRENT_TIMESTAMP()) AS created_at,
+    IF(id % 5 = 0, NULL, TIMESTAMPADD(SECOND, -CAST(id % 3600 AS INT), CURRENT_TIMESTAMP())) AS updated_at,
+    ROUND(RAND(42) * 100, 3) AS score,
+    id % 17 = 0 AS is_gift,
+    IF(id % 3 = 0, NULL, 'standard delivery') AS note
+"""
+CHECKS = [
+    {"check": "not_null", "column": "id"},
+    {"check": "unique", "columns": ["id"]},
+    {"check": "between", "column": "amount", "min": 0, "max": 100000},
+    {"check": "between", "column": "quantity", "min": 1, "max": 9},
+    {"check": "accepted_values", "column": "status", "values": ["new", "paid", "shipped"]},
+    {"check": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$"},
+    {"check": "expression", "expr": "discount IS NULL OR discount < amount OR amount = 0"},
+    {"check": "not_null", "column": "created_at"},
+    {"check": "row_count", "min": 1},
+    {"check": "freshness", "column": "created_at", "max_age_hours": 48},
+    {"check": "volume", "min_ratio": 0.1, "max_ratio": 10},
+]
+
+
+def session():
+    from pyspark.sql import SparkSession
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        spark = (SparkSession.builder.master("local[2]").appName("bench_wap")
+                 .config("spark.jars", wap_etl.find_iceberg_jar())
+                 .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS)
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.driver.memory", "4g")
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def use_catalog(spark, warehouse):
+    prefix = f"spark.sql.catalog.{CATALOG}"
+    spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set(f"{prefix}.type", "hadoop")
+    spark.conf.set(f"{prefix}.warehouse", warehouse)
+    spark.conf.set(f"{prefix}.cache-enabled", "false")
+
+
+def make_csv(spark, rows, path):
+    """A realistic batch: 16 columns, some NULLs, written as a few CSV files with a header."""
+    df = spark.range(rows, numPartitions=max(2, rows // 2_500_000)).selectExpr(
+        *[c.strip() for c in COLUMNS.strip().split(",\n")])
+    df.write.mode("overwrite").option("header", "true").csv(path)
+    return df.schema
+
+
+def offset_transform(offset):
+    """Each repeat gets fresh ids, so `unique` passes honestly on every batch."""
+    from pyspark.sql import functions as F
+
+    def transform(df):
+        return df.withColumn("id", F.col("id") + F.lit(offset))
+    return transform
+
+
+def create_table(spark, name, schema, partitioned=False):
+    ddl = spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json()).toDDL()
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
+    spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.{name}")
+    spark.sql(f"CREATE TABLE {CATALOG}.{NAMESPACE}.{name} ({ddl}) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2', 'write.wap.enabled'='true')")
+    return f"{CATALOG}.{NAMESPACE}.{name}"
+
+
+def plain_append(spark, csv_path, table, offset):
+    """The lower bound: what a job without WAP does (same reader, same schema, same transform)."""
+    schema = spark.table(table).schema
+    df = (spark.read.option("header", "true").option("mode", "FAILFAST").schema(schema)
+          .csv(csv_path))
+    offset_transform(offset)(df).writeTo(table).append()
+
+
+def wap_run(csv_path, table, offset, batch_id, audit_source):
+    wap_etl.transform = offset_transform(offset)
+    code, report = wap_etl.run([
+        "--source_path", csv_path, "--source_format", "csv", "--table", f"{NAMESPACE}.{table}",
+        "--catalog", CATALOG, "--checks", json.dumps(CHECKS), "--batch_id", batch_id,
+        "--audit_source", audit_source])
+    if code != 0:
+        raise SystemExit(f"wap run failed ({code}): {report.error or report.checks}")
+    return report
+
+
+def count_audit_jobs(spark, fn):
+    """Run fn with every Spark job of the audit step tagged, and count them."""
+    sc = spark.sparkContext
+    real_audit = wap_etl.audit
+
+    def tagged(*args, **kwargs):
+        sc.setJobGroup("bench_audit", "audit")
+        try:
+            return real_audit(*args, **kwargs)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    wap_etl.audit = tagged
+    try:
+        result = fn()
+    finally:
+        wap_etl.audit = real_audit
+    return result, len(sc.statusTracker().getJobIdsForGroup("bench_audit"))
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def summary(values):
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3), "runs": [round(v, 3) for v in values]}
+
+
+def jvm_peak_rss_mb(spark):
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def measure(rows, repeats, scaling_rows, work, audit_source):
+    spark = session()
+    use_catalog(spark, os.path.join(work, "warehouse"))
+    csv_path = os.path.join(work, "batch_csv")
+    schema = make_csv(spark, rows, csv_path)
+    results = {"rows": rows, "repeats": repeats, "columns": len(schema.fields),
+               "checks": len(CHECKS), "audit_source": audit_source}
+
+    # 1 + 2: plain vs wap on the same input, interleaved so drift hits both alike
+    plain_table = create_table(spark, "plain", schema)
+    wap_table = create_table(spark, "wap", schema)
+    plain_append(spark, csv_path, plain_table, 0)            # warm-up and history for `volume`
+    wap_run(csv_path, "wap", 0, "warmup", audit_source)
+    plain, wap, audit, publish, reports = [], [], [], [], []
+    jobs = None
+    for r in range(1, repeats + 1):
+        plain.append(timed(lambda: plain_append(spark, csv_path, plain_table, r * rows))[0])
+        seconds, (report, jobs) = timed(lambda: count_audit_jobs(
+            spark, lambda: wap_run(csv_path, "wap", r * rows, f"rep{r}", audit_source)))
+        wap.append(seconds)
+        audit.append(report.timings["audit"])
+        publish.append(report.timings["publish"])
+        reports.append(report.timings)
+    results["plain_seconds"] = summary(plain)
+    results["wap_seconds"] = summary(wap)
+    results["wap_over_plain"] = round(statistics.median(wap) / statistics.median(plain), 3)
+    results["wap_step_seconds"] = {k: round(statistics.median(t[k] for t in reports), 3)
+                                   for k in reports[0]}
+    results["audit_spark_jobs"] = jobs
+
+    # 3 + 4: the same fixed batch audited and published on a 1x and a 10x table
+    scale_csv = os.path.join(work, "scale_csv")
+    make_csv(spark, scaling_rows, scale_csv)
+    scaling = {}
+    for factor in (1, 10):
+        name = f"scale{factor}"
+        table = create_table(spark, name, schema)
+        source = (spark.range(scaling_rows * factor).selectExpr(
+            *[c.strip() for c in COLUMNS.strip().split(",\n")]).selectExpr(
+            *[f"CAST({f.name} AS {f.dataType.simpleString()}) AS {f.name}" for f in schema.fields]))
+        source.writeTo(table).append()
+        audits, publishes = [], []
+        for r in range(1, repeats + 1):
+            report = wap_run(scale_csv, name, (factor + r) * scaling_rows * 10, f"s{factor}_{r}",
+                             audit_source)
+            audits.append(report.timings["audit"])
+            publishes.append(report.timings["publish"])
+        scaling[f"{factor}x"] = {"table_rows": scaling_rows * factor, "audit_seconds": summary(audits),
+                                 "publish_seconds": summary(publishes)}
+    results["scaling_batch_rows"] = scaling_rows
+    results["scaling"] = scaling
+    results["audit_10x_over_1x"] = round(scaling["10x"]["audit_seconds"]["median"]
+                                         / scaling["1x"]["audit_seconds"]["median"], 3)
+    results["publish_max_seconds"] = max(v["publish_seconds"]["max"] for v in scaling.values())
+    results["peak_driver_jvm_rss_mb"] = jvm_peak_rss_mb(spark)
+    results["peak_python_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    results["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "python": platform.python_version(),
+                          "spark_master": spark.sparkContext.master,
+                          "spark": spark.version}
+    return results
+
+
+def print_table(r):
+    print(f"\nWAP benchmark: {r['rows']:,} rows x {r['columns']} columns, {r['checks']} checks, "
+          f"{r['repeats']} repeats, audit from {r['audit_source']}, {r['machine']['spark_master']}")
+    print(f"{'measure':36} {'median':>9} {'min':>9} {'max':>9}")
+    for label, key in (("plain append (s)", "plain_seconds"), ("wap: write+audit+publish (s)", "wap_seconds")):
+        v = r[key]
+        print(f"{label:36} {v['median']:9.2f} {v['min']:9.2f} {v['max']:9.2f}")
+    print(f"{'wap / plain':36} {r['wap_over_plain']:9.3f}")
+    print(f"{'wap steps (median s)':36} " + ", ".join(f"{k} {v}" for k, v in r["wap_step_seconds"].items()))
+    for size, v in r["scaling"].items():
+        print(f"{'audit, table ' + size + ' (s)':36} {v['audit_seconds']['median']:9.2f} "
+              f"{v['audit_seconds']['min']:9.2f} {v['audit_seconds']['max']:9.2f}")
+        print(f"{'publish, table ' + size + ' (s)':36} {v['publish_seconds']['median']:9.2f} "
+              f"{v['publish_seconds']['min']:9.2f} {v['publish_seconds']['max']:9.2f}")
+    print(f"{'audit 10x / 1x':36} {r['audit_10x_over_1x']:9.3f}")
+    print(f"{'Spark jobs in the audit':36} {r['audit_spark_jobs']:9d}")
+    print(f"{'peak driver JVM RSS (MB)':36} {r['peak_driver_jvm_rss_mb']}")
+
+
+def draw_chart(r, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    steps = r["wap_step_seconds"]
+    labels = ["plain append", "WAP"]
+    a.bar([0], [r["plain_seconds"]["median"]], color="#9aa0a6")
+    bottom = 0.0
+    colors = {"read": "#8ab4f8", "prepare": "#c6dafc", "write": "#1a73e8", "audit": "#f9ab00",
+              "publish": "#34a853", "session": "#dadce0"}
+    for step in ("session", "read", "prepare", "write", "audit", "publish"):
+        if step in steps:
+            a.bar([1], [steps[step]], bottom=bottom, color=colors[step], label=step)
+            bottom += steps[step]
+    a.set_xticks([0, 1], labels)
+    a.set_ylabel("seconds (median)")
+    a.set_title(f"{r['rows']:,} rows: WAP = {r['wap_over_plain']:.3f}x plain")
+    a.legend(fontsize=8)
+    sizes = list(r["scaling"])
+    b.bar([x - 0.2 for x in range(len(sizes))], [r["scaling"][s]["audit_seconds"]["median"] for s in sizes],
+          width=0.4, label="audit", color="#f9ab00")
+    b.bar([x + 0.2 for x in range(len(sizes))], [r["scaling"][s]["publish_seconds"]["median"] for s in sizes],
+          width=0.4, label="publish", color="#34a853")
+    b.set_xticks(range(len(sizes)), [f"table {s}\n({r['scaling'][s]['table_rows']:,} rows)" for s in sizes])
+    b.set_title(f"fixed batch of {r['scaling_batch_rows']:,} rows")
+    b.set_ylabel("seconds (median)")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--scaling_rows", type=int, default=1_000_000)
+    ap.add_argument("--audit_source", default="branch", choices=["branch", "write"])
+    ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--json", default=os.path.join(ROOT, "tests", "benchmark", "results.json"))
+    ap.add_argument("--chart", default=os.path.join(ROOT, "img", "benchmark.png"))
+    args = ap.parse_args(argv)
+    work = args.work or tempfile.mkdtemp(prefix="bench_wap_")
+    try:
+        results = measure(args.rows, args.repeats, args.scaling_rows, work, args.audit_source)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print_table(results)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=2)
+    draw_chart(results, args.chart)
+    print(f"\nwrote {args.json} and {args.chart}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

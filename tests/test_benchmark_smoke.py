@@ -1,0 +1,22 @@
+"""The benchmark at a tiny size, so it keeps working; real numbers come from running it by hand."""
+import json
+import os
+import sys
+
+import wap_etl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchmark"))
+import bench_wap  # noqa: E402
+
+
+def test_benchmark_runs_and_reports_every_measure(tmp_path, spark, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", wap_etl.transform)  # the bench swaps it per batch
+    out, chart = tmp_path / "r.json", tmp_path / "c.png"
+    results = bench_wap.main(["--rows", "3000", "--repeats", "1", "--scaling_rows", "500",
+                              "--work", str(tmp_path / "work"), "--json", str(out), "--chart", str(chart)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    assert results["columns"] >= 15 and results["checks"] >= 8
+    assert results["wap_over_plain"] > 0 and results["audit_10x_over_1x"] > 0
+    assert results["audit_spark_jobs"] >= 1
+    assert set(results["scaling"]) == {"1x", "10x"}
+    assert chart.stat().st_size > 1000
