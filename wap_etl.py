@@ -225,11 +225,17 @@ def check_identifier(what, name):
     return name
 
 
+def split_s3(uri):
+    """s3://bucket/some/key -> ("bucket", "some/key")."""
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return bucket, key
+
+
 def read_text(location):
     """Text of a local file or an s3:// object."""
     if location.startswith("s3://"):
         import boto3
-        bucket, _, key = location[5:].partition("/")
+        bucket, key = split_s3(location)
         return boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
     with open(location, encoding="utf-8") as f:
         return f.read()
@@ -1432,7 +1438,7 @@ def read_reports(report_path, table):
     texts = []
     if report_path.startswith("s3://"):
         import boto3
-        bucket, _, prefix = report_path[5:].partition("/")
+        bucket, prefix = split_s3(report_path)
         prefix = f"{prefix.rstrip('/')}/{table}/".lstrip("/")
         s3 = boto3.client("s3")
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
@@ -1458,7 +1464,7 @@ def write_report(report, report_path):
     name = f"{report.table or 'unknown'}/{report.batch_id or 'no_batch'}.json"
     if report_path.startswith("s3://"):
         import boto3
-        bucket, _, prefix = report_path[5:].partition("/")
+        bucket, prefix = split_s3(report_path)
         key = f"{prefix.rstrip('/')}/{name}".lstrip("/")
         boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode(),
                                       ContentType="application/json")

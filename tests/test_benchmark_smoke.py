@@ -18,5 +18,6 @@ def test_benchmark_runs_and_reports_every_measure(tmp_path, spark, monkeypatch):
     assert results["columns"] >= 15 and results["checks"] >= 8
     assert results["wap_over_plain"] > 0 and results["audit_10x_over_1x"] > 0
     assert results["audit_spark_jobs"] >= 1
+    assert len(results["audit_profile_seconds"]) == 3
     assert set(results["scaling"]) == {"1x", "10x"}
     assert chart.stat().st_size > 1000

@@ -148,6 +148,21 @@ def count_audit_jobs(spark, fn):
     return result, len(sc.statusTracker().getJobIdsForGroup("bench_audit"))
 
 
+def profile_audit(spark, table, report):
+    """Where the audit's time goes: the same staged batch audited by groups of checks."""
+    t = wap_etl.TableRef(CATALOG, NAMESPACE, table)
+    staged_df = wap_etl.read_staged(spark, t, report.staged_snapshot, report.main_snapshot_before)
+    checks = wap_etl.parse_checks(CHECKS)
+    groups = {"row checks + freshness (one scan)": [c for c in checks if c.row_level or c.check == "freshness"],
+              "unique (key shuffle + look-up on main)": [c for c in checks if c.check == "unique"],
+              "row_count + volume (metadata)": [c for c in checks if c.check in ("row_count", "volume")]}
+    profile = {}
+    for name, subset in groups.items():
+        profile[name] = round(timed(lambda: wap_etl.audit(
+            spark, t, subset, staged_df, report.main_snapshot_before))[0], 3)
+    return profile
+
+
 def timed(fn):
     start = time.perf_counter()
     result = fn()
@@ -200,6 +215,7 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
     results["wap_step_seconds"] = {k: round(statistics.median(t[k] for t in reports), 3)
                                    for k in reports[0]}
     results["audit_spark_jobs"] = jobs
+    results["audit_profile_seconds"] = profile_audit(spark, "wap", report)
 
     # 3 + 4: the same fixed batch audited and published on a 1x and a 10x table
     scale_csv = os.path.join(work, "scale_csv")
@@ -250,6 +266,8 @@ def print_table(r):
               f"{v['publish_seconds']['min']:9.2f} {v['publish_seconds']['max']:9.2f}")
     print(f"{'audit 10x / 1x':36} {r['audit_10x_over_1x']:9.3f}")
     print(f"{'Spark jobs in the audit':36} {r['audit_spark_jobs']:9d}")
+    for name, seconds in r["audit_profile_seconds"].items():
+        print(f"{'  audit profile: ' + name:60} {seconds:7.2f} s")
     print(f"{'peak driver JVM RSS (MB)':36} {r['peak_driver_jvm_rss_mb']}")
 
 
