@@ -611,6 +611,12 @@ def find_iceberg_jar(explicit=None):
     return os.path.join(folder, jars[-1]) if jars else None
 
 
+def iceberg_jar_conf(explicit=None):
+    """The Spark setting that puts Iceberg on the classpath: a local jar, else Maven."""
+    jar = find_iceberg_jar(explicit)
+    return ("spark.jars", jar) if jar else ("spark.jars.packages", ICEBERG_MAVEN)
+
+
 def catalog_conf(p):
     """Spark settings that define the catalog: Glue Data Catalog + S3, or a local Hadoop folder."""
     prefix = f"spark.sql.catalog.{p.catalog}"
@@ -646,11 +652,7 @@ def create_session(p):
                 "spark.sql.extensions", ICEBERG_EXTENSIONS)
             if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not launched by spark-submit
                 builder = builder.master(os.environ.get("WAP_SPARK_MASTER", "local[*]"))
-            jar = find_iceberg_jar(p.iceberg_jar)
-            if jar:
-                builder = builder.config("spark.jars", jar)
-            else:
-                builder = builder.config("spark.jars.packages", ICEBERG_MAVEN)
+            builder = builder.config(*iceberg_jar_conf(p.iceberg_jar))
             spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
             spark.sparkContext.setLogLevel("WARN")
     from py4j.java_gateway import JavaClass
@@ -1058,8 +1060,11 @@ def verify_staged(spark, t, branch, batch_id, main_before):
     now = refs(spark, t)
     staged = now.get(branch)
     if now.get("main") != main_before:
+        undone = undo_write_to_main(spark, t, batch_id, main_before)
         raise WapError(f"guard: main moved from {main_before} to {now.get('main')} during the "
-                       "staged write (is write.wap.enabled true?); not publishing")
+                       "staged write (was write.wap.enabled turned off?); "
+                       + ("the write was taken off main again" if undone else
+                          "main was left as it is: check it") + "; not publishing")
     info = snapshot_info(spark, t, staged) if staged else None
     if not info or (info["summary"] or {}).get(BATCH_PROPERTY) != batch_id:
         raise WapError(f"guard: branch {branch} does not end in a snapshot of batch {batch_id}")
@@ -1068,6 +1073,25 @@ def verify_staged(spark, t, branch, batch_id, main_before):
                        f"{info['parent_id']}, main {main_before}); another run of the same batch "
                        "is writing? not publishing")
     return staged
+
+
+def undo_write_to_main(spark, t, batch_id, main_before):
+    """If our own write landed on main (WAP was off), put main back, but only if nothing else
+    committed since: a compare-and-swap on the table metadata, so no one else's commit is lost."""
+    if main_before is None:
+        return False
+    table = iceberg_table(spark, t)
+    ops = table.operations()
+    base = ops.refresh()
+    head = base.ref("main")
+    info = snapshot_info(spark, t, head.snapshotId(), table) if head is not None else None
+    if not info or info["summary"].get(BATCH_PROPERTY) != batch_id or info["parent_id"] != main_before:
+        return False
+    jvm = spark.sparkContext._jvm
+    ops.commit(base, jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+               .setBranchSnapshot(main_before, "main").build())
+    log.error("guard: this batch's write reached main; main is back at snapshot %s", main_before)
+    return True
 
 
 def set_branch_retention(spark, t, branch, snapshot_id, days):

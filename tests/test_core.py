@@ -167,3 +167,35 @@ def test_namespace_named_like_the_catalog_is_published(spark, warehouse, tmp_pat
                                 "--checks", "[]"])
     assert code == 0 and report.status == "published", report.error
     assert spark.table("local.local.orders").count() == 2
+
+
+def test_write_that_reaches_main_is_caught_and_undone(wap, orders, monkeypatch, spark):
+    assert wap.run(orders, checks=CLEAN_CHECKS)[0] == 0
+    before = (wap.refs()["main"], wap.rows())
+    real = wap_etl.ensure_table
+
+    def wap_switched_off(*args):  # the trap: another actor turns the property off mid-run
+        aligned = real(*args)
+        spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
+        return aligned
+
+    monkeypatch.setattr(wap_etl, "ensure_table", wap_switched_off)
+    code, report = wap.run([{"id": 9, "customer": "z", "amount": 1.0, "status": "new"}], checks=CLEAN_CHECKS)
+    assert code == 1 and "guard: main moved" in report.error and "taken off main" in report.error
+    assert (wap.refs()["main"], wap.rows()) == before
+    assert wap.wap_branch_conf() is None
+
+
+def test_iceberg_jar_is_found_in_the_documented_order(tmp_path, monkeypatch):
+    mine, env_jar = tmp_path / "mine.jar", tmp_path / "env.jar"
+    mine.write_bytes(b"jar")
+    env_jar.write_bytes(b"jar")
+    monkeypatch.setenv("ICEBERG_SPARK_RUNTIME_JAR", str(env_jar))
+    assert wap_etl.iceberg_jar_conf(str(mine)) == ("spark.jars", str(mine))
+    assert wap_etl.iceberg_jar_conf() == ("spark.jars", str(env_jar))
+    monkeypatch.delenv("ICEBERG_SPARK_RUNTIME_JAR")
+    key, jar = wap_etl.iceberg_jar_conf()
+    assert key == "spark.jars" and "snowpark_connect_deps_iceberg" in jar
+    assert jar.endswith(".jar") and "3.5_2.12" in jar
+    monkeypatch.setattr(wap_etl, "find_iceberg_jar", lambda explicit=None: None)
+    assert wap_etl.iceberg_jar_conf() == ("spark.jars.packages", wap_etl.ICEBERG_MAVEN)

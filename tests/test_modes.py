@@ -146,3 +146,28 @@ def test_schema_evolution_fail_is_the_default(wap):
     assert wap.run(DAY1, checks=[])[0] == 0
     code, report = wap.run([{"id": 4, "day": "d4", "amount": 4.0, "channel": "web"}], checks=[])
     assert code == 2 and "channel" in report.error and "add_columns" in report.error
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("mode", ["overwrite_partitions", "merge"])
+def test_crash_after_write_resumes_without_rewriting_in_every_mode(wap, monkeypatch, mode):
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+    path = wap.csv([{"id": 2, "day": "d1", "amount": 20.0}])
+    params = {"mode": mode, "checks": POSITIVE}
+    if mode == "merge":
+        params["merge_keys"] = "id"
+
+    def crash(step):
+        if step == "write":
+            raise Crash("killed after the write")
+    monkeypatch.setattr(wap_etl, "fault_point", crash)
+    code, first = wap.run(path, **params)
+    assert code == 1 and wap.refs()["main"] == first.main_snapshot_before
+    staged = wap.refs()[first.branch]
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    code, report = wap.run(path, **params)
+    assert code == 0 and report.status == "published" and report.staged_snapshot == staged
+    assert {r["id"]: r["amount"] for r in wap.rows()}[2] == 20.0
