@@ -397,10 +397,6 @@ class Check:
     max_failing_fraction: float = None
 
     @property
-    def blocking(self):
-        return self.action == "fail"
-
-    @property
     def row_level(self):
         return self.check in ROW_CHECKS
 
@@ -828,8 +824,10 @@ def new_columns(spark, t, df):
 
 def iceberg_table(spark, t):
     """The org.apache.iceberg.Table behind a Spark table, for what SQL does not offer."""
-    return spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    table = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, f"{t.catalog}.{t.ident}")
+    table.refresh()  # a caching catalog may hand back a table another run has since changed
+    return table
 
 
 def align_to_table(spark, t, df, keep_extra=False):
