@@ -1279,16 +1279,20 @@ def audit_schema(spark, c, staged_df, total):
 
 
 def audit_unique(spark, t, c, staged_df, main_before, total, bounds, whole_table=None):
-    """Duplicates within the batch, plus batch keys already on main; reads only the key columns."""
+    """Duplicates within the batch, plus batch keys already on main; reads only the key columns.
+
+    Fast path first: if no key of main falls in the batch's key range and an exact bitmap count
+    proves the batch's keys distinct, the check passes without a key shuffle. Otherwise (or if
+    the proof fails) the keys are grouped, which counts the offending rows and samples them."""
     from pyspark.sql import functions as F
     keys = [col(k) for k in c.columns]
     not_null = F.lit(True)
     for k in keys:
         not_null = not_null & k.isNotNull()
     scope = staged_df if whole_table is None else whole_table
-    batch_keys = scope.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).filter(not_null)
     names = [f"k{i}" for i in range(len(keys))]
-    groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
+    batch_keys = scope.select(*[k.alias(n) for k, n in zip(keys, names)]).filter(not_null)
+    existing = None
     if main_before is not None and whole_table is None:
         # Only main's files whose key range overlaps the batch's can hold a clash; the range
         # filter lets Iceberg skip the rest by their column bounds.
@@ -1296,9 +1300,14 @@ def audit_unique(spark, t, c, staged_df, main_before, total, bounds, whole_table
         for k, (low, high) in zip(keys, bounds):
             if low is not None:
                 existing = existing.filter(k.between(F.lit(low), F.lit(high)))
-        existing = (existing.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).distinct()
-                    .withColumn("on_main", F.lit(True)))
-        groups = groups.join(existing, names, "left")
+        existing = existing.select(*[k.alias(n) for k, n in zip(keys, names)])
+        if not existing.take(1):
+            existing = None
+    if existing is None and whole_table is None and keys_distinct_by_bitmap(batch_keys, bounds, total):
+        return check_result(c, 0, total)
+    groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
+    if existing is not None:
+        groups = groups.join(existing.distinct().withColumn("on_main", F.lit(True)), names, "left")
     else:
         groups = groups.withColumn("on_main", F.lit(False))
     bad = groups.filter((F.col("n") > 1) | F.coalesce(F.col("on_main"), F.lit(False)))
@@ -1310,6 +1319,31 @@ def audit_unique(spark, t, c, staged_df, main_before, total, bounds, whole_table
         result["sample"] = [{**{k: r[f"k{i}"] for i, k in enumerate(c.columns)}, "count": r["n"],
                              "on_main": bool(r["on_main"])} for r in sample]
     return result
+
+
+BITMAP_MAX_SPAN_PER_ROW = 32  # bits of key range per batch row; sparser keys are grouped instead
+
+
+def keys_distinct_by_bitmap(batch_keys, bounds, rows):
+    """True if one integer key is provably distinct: Spark's bitmap functions set one bit per value
+    in 32,768-value buckets, so the sum of set bits is the exact distinct count, and the shuffle
+    moves a few bitmaps per task instead of every key. False means "not proven", never "duplicate"."""
+    from pyspark.sql import functions as F, types as T
+    fields = batch_keys.schema.fields
+    if len(fields) != 1 or not isinstance(fields[0].dataType,
+                                          (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return False
+    low, high = bounds[0]
+    if not isinstance(low, int) or not isinstance(high, int) or not rows:
+        return False
+    if high - low + 1 > BITMAP_MAX_SPAN_PER_ROW * rows:
+        return False
+    k = fields[0].name
+    row = (batch_keys.groupBy(F.expr(f"bitmap_bucket_number({k})"))
+           .agg(F.expr(f"bitmap_count(bitmap_construct_agg(bitmap_bit_position({k})))").alias("d"),
+                F.count("*").alias("n"))
+           .agg(F.sum("d").alias("distinct"), F.sum("n").alias("rows")).first())
+    return row["distinct"] == row["rows"]
 
 
 def audit_volume(spark, t, c, main_before, total):

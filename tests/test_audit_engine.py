@@ -166,3 +166,42 @@ def test_unique_still_finds_clashes_outside_pruned_ranges(wap):
     code, report = wap.run([dict(ROWS[0], id=i) for i in (49, 50, 51)],
                            checks=[{"check": "unique", "columns": ["id"]}])
     assert code == 3 and report.checks[0]["sample"][0]["id"] == 50
+
+
+def bitmap_proof(spark, keys, dtype="bigint"):
+    df = spark.createDataFrame([(k,) for k in keys], f"k0 {dtype}")
+    bounds = [(min(k for k in keys if k is not None), max(k for k in keys if k is not None))]
+    return wap_etl.keys_distinct_by_bitmap(df.filter("k0 IS NOT NULL"), bounds, len(keys))
+
+
+def test_bitmap_proves_distinct_integer_keys_across_bucket_and_sign_boundaries(spark):
+    keys = sorted(set(range(-70000, 70000, 7)) | {-32769, -32768, -32767, 32767, 32768, 32769, 0})
+    assert bitmap_proof(spark, keys) is True
+    assert bitmap_proof(spark, [k for k in keys if abs(k) < 30000], "int") is True
+
+
+@pytest.mark.parametrize("dupe", [-32768, -1, 0, 1, 32768, 69993])
+def test_bitmap_never_proves_keys_with_a_duplicate(spark, dupe):
+    keys = list(range(-70000, 70000, 7)) + [-32768, 32768, 0, 1, -1]
+    keys = sorted(set(keys)) + [dupe]
+    assert bitmap_proof(spark, keys) is False
+
+
+def test_bitmap_declines_sparse_and_non_integer_keys(spark):
+    assert bitmap_proof(spark, [1, 10**12, 2 * 10**12]) is False   # too sparse for bitmaps
+    df = spark.createDataFrame([("a",), ("b",)], "k0 string")
+    assert wap_etl.keys_distinct_by_bitmap(df, [("a", "b")], 2) is False
+
+
+def test_unique_passes_clean_batches_by_bitmap_and_counts_duplicates_by_grouping(wap, monkeypatch):
+    proofs = []
+    real = wap_etl.keys_distinct_by_bitmap
+    monkeypatch.setattr(wap_etl, "keys_distinct_by_bitmap",
+                        lambda *a: proofs.append(real(*a)) or proofs[-1])
+    unique = [{"check": "unique", "columns": ["id"]}]
+    assert wap.run([dict(ROWS[0], id=i) for i in range(1, 40)], checks=unique)[0] == 0
+    code, report = wap.run([dict(ROWS[0], id=i) for i in (100, 101, 101, 102, 102, 102)],
+                           checks=unique)
+    assert proofs == [True, False]
+    assert code == 3 and report.checks[0]["failing_rows"] == 5
+    assert report.checks[0]["sample"][0] == {"id": 102, "count": 3, "on_main": False}
