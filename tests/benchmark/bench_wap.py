@@ -154,7 +154,7 @@ def profile_audit(spark, table, report):
     staged_df = wap_etl.read_staged(spark, t, report.staged_snapshot, report.main_snapshot_before)
     checks = wap_etl.parse_checks(CHECKS)
     groups = {"row checks + freshness (one scan)": [c for c in checks if c.row_level or c.check == "freshness"],
-              "unique (key shuffle + look-up on main)": [c for c in checks if c.check == "unique"],
+              "unique (main look-up + key proof)": [c for c in checks if c.check == "unique"],
               "row_count + volume (metadata)": [c for c in checks if c.check in ("row_count", "volume")]}
     profile = {}
     for name, subset in groups.items():
