@@ -943,17 +943,17 @@ def write_branch(spark, p, t, df, branch, batch_id, fingerprint, main_before, ag
             writer.append() if p.mode == "append" else writer.overwritePartitions()
     finally:
         spark.conf.unset("spark.wap.branch")
-    staged = verify_staged(spark, t, branch, batch_id, main_before)
-    return staged, observed_metrics(spark, t, staged, observation)
+    staged = verify_staged(spark, t, branch, batch_id, main_before)  # its snapshot_info
+    return staged["snapshot_id"], observed_metrics(staged["summary"], observation)
 
 
-def observed_metrics(spark, t, staged, observation):
+def observed_metrics(summary, observation):
     """The metrics observed during the write, if they provably describe the staged rows: their
-    row count must equal the records the snapshot added. Otherwise None: the audit scans."""
+    row count must equal the records the snapshot added (`summary`: the staged snapshot's).
+    Otherwise None: the audit scans."""
     if observation is None:
         return None
     metrics = observation.get
-    summary = (snapshot_info(spark, t, staged) or {}).get("summary") or {}
     if str(metrics.get("rows")) != summary.get("added-records", "0"):
         log.warning("observed %s rows but the snapshot added %s; auditing by scanning the branch",
                     metrics.get("rows"), summary.get("added-records"))
@@ -1054,7 +1054,8 @@ def merge_counts(spark, p, t, df, main_before):
 
 
 def verify_staged(spark, t, branch, batch_id, main_before):
-    """The guard: main did not move, and the branch head is our one new snapshot on top of it."""
+    """The guard: main did not move, and the branch head is our one new snapshot on top of it.
+    Returns that snapshot's snapshot_info."""
     now = refs(spark, t)
     staged = now.get(branch)
     if now.get("main") != main_before:
@@ -1070,7 +1071,7 @@ def verify_staged(spark, t, branch, batch_id, main_before):
         raise WapError(f"guard: branch {branch} holds more than this batch (parent "
                        f"{info['parent_id']}, main {main_before}); another run of the same batch "
                        "is writing? not publishing")
-    return staged
+    return info
 
 
 def undo_write_to_main(spark, t, batch_id, main_before):
@@ -1441,7 +1442,7 @@ def rebase_branch(spark, t, branch, staged, new_main, batch_id, fingerprint):
         append.appendFile(files.next())
     append.set(BATCH_PROPERTY, batch_id).set(FINGERPRINT_PROPERTY, fingerprint).commit()
     txn.commitTransaction()
-    return verify_staged(spark, t, branch, batch_id, new_main)
+    return verify_staged(spark, t, branch, batch_id, new_main)["snapshot_id"]
 
 
 def blocking_failures(report):

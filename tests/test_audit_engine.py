@@ -148,17 +148,18 @@ def test_audit_from_the_write_matches_the_branch_scan(wap):
 
 def test_observed_metrics_are_refused_when_the_count_differs_from_the_snapshot(wap, spark):
     code, report = wap.run(ROWS, checks=[], publish="false")
+    t = wap_etl.TableRef("local", wap.ns, "orders")
+    summary = wap_etl.snapshot_info(spark, t, report.staged_snapshot)["summary"]
 
     class Observed:
         get = {"rows": 999}
 
-    t = wap_etl.TableRef("local", wap.ns, "orders")
-    assert wap_etl.observed_metrics(spark, t, report.staged_snapshot, Observed()) is None
+    assert wap_etl.observed_metrics(summary, Observed()) is None
 
     class Right:
         get = {"rows": 4}
 
-    assert wap_etl.observed_metrics(spark, t, report.staged_snapshot, Right()) == {"rows": 4}
+    assert wap_etl.observed_metrics(summary, Right()) == {"rows": 4}
 
 
 def test_unique_still_finds_clashes_outside_pruned_ranges(wap):

@@ -5,7 +5,7 @@
 In one process and one SparkSession (local[2] unless one is active), on a generated CSV batch of
 16 columns (ints, doubles, strings, timestamps, booleans, some NULLs), it measures:
   1. plain: read CSV -> transform -> writeTo(table).append()   (the lower bound)
-  2. wap:   the job's own path: stage on a branch -> audit 10 checks -> fast_forward
+  2. wap:   the job's own path: stage on a branch -> audit 11 checks -> fast_forward
   3. audit scaling: the audit of one fixed batch on a table of 1x and 10x the batch
   4. publish: fast_forward time at both table sizes
   5. Spark jobs launched by the audit, peak driver (JVM) memory
@@ -66,7 +66,7 @@ def session():
     spark = SparkSession.getActiveSession()
     if spark is None:
         spark = (SparkSession.builder.master("local[2]").appName("bench_wap")
-                 .config("spark.jars", wap_etl.find_iceberg_jar())
+                 .config(*wap_etl.iceberg_jar_conf())
                  .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS)
                  .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.driver.memory", "4g")
@@ -83,10 +83,15 @@ def use_catalog(spark, warehouse):
     spark.conf.set(f"{prefix}.cache-enabled", "false")
 
 
-def make_csv(spark, rows, path):
-    """A realistic batch: 16 columns, some NULLs, written as a few CSV files with a header."""
-    df = spark.range(rows, numPartitions=max(2, rows // 2_500_000)).selectExpr(
+def generate(spark, rows):
+    """A realistic batch: 16 columns, some NULLs."""
+    return spark.range(rows, numPartitions=max(2, rows // 2_500_000)).selectExpr(
         *[c.strip() for c in COLUMNS.strip().split(",\n")])
+
+
+def make_csv(spark, rows, path):
+    """The batch as a few CSV files with a header."""
+    df = generate(spark, rows)
     df.write.mode("overwrite").option("header", "true").csv(path)
     return df.schema
 
@@ -155,7 +160,7 @@ def profile_audit(spark, table, report):
     checks = wap_etl.parse_checks(CHECKS)
     groups = {"row checks + freshness (one scan)": [c for c in checks if c.row_level or c.check == "freshness"],
               "unique (main look-up + key proof)": [c for c in checks if c.check == "unique"],
-              "row_count + volume (metadata)": [c for c in checks if c.check in ("row_count", "volume")]}
+              "row_count + volume (count scan + metadata)": [c for c in checks if c.check in ("row_count", "volume")]}
     profile = {}
     for name, subset in groups.items():
         profile[name] = round(timed(lambda: wap_etl.audit(
@@ -224,10 +229,7 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
     for factor in (1, 10):
         name = f"scale{factor}"
         table = create_table(spark, name, schema)
-        source = (spark.range(scaling_rows * factor).selectExpr(
-            *[c.strip() for c in COLUMNS.strip().split(",\n")]).selectExpr(
-            *[f"CAST({f.name} AS {f.dataType.simpleString()}) AS {f.name}" for f in schema.fields]))
-        source.writeTo(table).append()
+        generate(spark, scaling_rows * factor).writeTo(table).append()
         audits, publishes = [], []
         for r in range(1, repeats + 1):
             report = wap_run(scale_csv, name, (factor + r) * scaling_rows * 10, f"s{factor}_{r}",
