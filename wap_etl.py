@@ -1,13 +1,29 @@
 """wap_etl: Write-Audit-Publish for Apache Iceberg tables, in one PySpark file.
 
-Reads a batch, applies `transform`, stages it on a per-run Iceberg audit branch, audits the staged
-rows with declarative checks and, only if every blocking check passes, fast-forwards `main` to the
-branch. Runs unchanged as an AWS Glue 5.0 job, with `spark-submit`, and with plain `python`.
+Reads a batch, applies `transform`, stages it on an Iceberg audit branch of this run's own, audits
+the staged rows with declarative checks and, only if every blocking check passes, swaps `main` to
+exactly the audited snapshot (a compare-and-swap), so each batch reaches `main` once. Runs
+unchanged as an AWS Glue 5.0 job, with `spark-submit`, and with plain `python`.
 
     python wap_etl.py --source_path data/orders.csv --table shop.orders
 
 Exit codes: 0 success, 1 unexpected error, 2 bad parameters or check spec (nothing written),
 3 audit failed (main untouched, branch kept for inspection).
+
+Sections, in the order a run goes through them:
+    Your checks and transform   CHECKS, transform
+    Parameters                  every --name, validated before anything runs
+    Checks                      the check spec, validated
+    Session                     a SparkSession with Iceberg and the catalog
+    Read                        the batch, its input and config fingerprints
+    Table state and ledger      refs, main's history, the run ledger table
+    Write                       stage on this run's private branch, then the guard
+    Audit                       every check against the staged snapshot
+    Publish                     the decision and the compare-and-swap of main
+    Report                      the run report, the ledger row
+    Alerts                      SNS, Slack, CloudWatch, EventBridge
+    Status                      --status and branch clean-up
+    Main                        the one retry loop: write, audit, publish
 """
 
 # =================================================================================================
@@ -35,6 +51,7 @@ def transform(df):
 # =================================================================================================
 
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -48,6 +65,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from enum import Enum
 
 log = logging.getLogger("wap_etl")
 
@@ -57,11 +75,30 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 BRANCH_PREFIX = "audit_"
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+=@-]{0,127}$")
+# What every snapshot a run commits carries in its summary: who wrote it, from what, and how.
 BATCH_PROPERTY = "wap.batch_id"
+RUN_PROPERTY = "wap.run_id"
 FINGERPRINT_PROPERTY = "wap.input_fingerprint"
+CONFIG_PROPERTY = "wap.config_fingerprint"
+FILES_PROPERTY = "wap.input_files"  # only with --source_files new: the files it consumed
 SOURCE_FORMATS = ("csv", "json", "parquet")
 MODES = ("append", "overwrite_partitions", "merge")
-STATUSES = ("published", "already_published", "staged", "nothing_to_publish", "audit_failed", "error")
+
+
+class Status(str, Enum):
+    """How a run ended; the value is what the report, the ledger and alerts say."""
+    PUBLISHED = "published"
+    ALREADY_PUBLISHED = "already_published"
+    STAGED = "staged"
+    NOTHING_TO_PUBLISH = "nothing_to_publish"
+    AUDIT_FAILED = "audit_failed"
+    ERROR = "error"
+
+    def __str__(self):
+        return self.value
+
+
+STATUSES = tuple(s.value for s in Status)
 SOURCE_EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json",
                      ".ndjson": "json", ".parquet": "parquet"}
 
@@ -89,7 +126,10 @@ PARAMS = {
     "source_options": ("{}", "JSON object of Spark reader options"),
     "source_schema": ("auto", "auto | infer | table: CSV column types from the existing table "
                               "(auto: when it exists) or inferred by Spark"),
+    "source_files": ("all", "all | new: read only the files under --source_path that no published "
+                            "run of this table consumed (from the run ledger)"),
     "table": (None, "target table as namespace.table (required)"),
+    "runs_table": (None, "run ledger table as namespace.table; default <namespace>.<table>_wap_runs"),
     "catalog": ("glue_catalog", "Spark catalog name"),
     "catalog_type": (None, "glue | hadoop; default glue on Glue, hadoop elsewhere"),
     "warehouse": (None, "warehouse location; default ./warehouse for hadoop"),
@@ -130,6 +170,9 @@ class Params:
     source_format: str
     source_options: dict
     source_schema: str
+    source_files: str
+    runs_namespace: str
+    runs_name: str
     checks: list
     batch_id: str
     mode: str
@@ -225,6 +268,14 @@ def check_identifier(what, name):
     return name
 
 
+def parse_table_name(name, value):
+    """namespace.table, both plain identifiers: the catalog comes from --catalog."""
+    parts = str(value).split(".")
+    if len(parts) != 2:
+        raise bad_input(f"--{name}: expected namespace.table, got {value!r}")
+    return check_identifier(f"--{name}", parts[0]), check_identifier(f"--{name}", parts[1])
+
+
 def split_s3(uri):
     """s3://bucket/some/key -> ("bucket", "some/key")."""
     bucket, _, key = uri[len("s3://"):].partition("/")
@@ -290,11 +341,12 @@ def parse_params(argv):
         if os.path.isdir(source_path) and not any(not n.startswith((".", "_"))
                                                   for n in os.listdir(source_path)):
             raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
-    parts = raw["table"].split(".")
-    if len(parts) != 2:
-        raise bad_input(f"--table: expected namespace.table, got {raw['table']!r}")
-    namespace = check_identifier("--table", parts[0])
-    table_name = check_identifier("--table", parts[1])
+    namespace, table_name = parse_table_name("table", raw["table"])
+    runs_namespace, runs_name = (parse_table_name("runs_table", raw["runs_table"]) if raw["runs_table"]
+                                 else (namespace, f"{table_name}_wap_runs"))
+    source_files = (raw["source_files"] or "all").lower()
+    if source_files not in ("all", "new"):
+        raise bad_input(f"--source_files: expected all or new, got {source_files!r}")
     catalog = check_identifier("--catalog", raw["catalog"])
     catalog_type = raw["catalog_type"] or ("glue" if glue else "hadoop")
     if catalog_type not in ("glue", "hadoop"):
@@ -342,6 +394,7 @@ def parse_params(argv):
         source_path=source_path, table=f"{namespace}.{table_name}", namespace=namespace,
         table_name=table_name, catalog=catalog, catalog_type=catalog_type, warehouse=warehouse,
         source_format=source_format, source_options=source_options, source_schema=source_schema,
+        source_files=source_files, runs_namespace=runs_namespace, runs_name=runs_name,
         checks=load_checks_param(raw["checks"]), batch_id=batch_id, mode=mode,
         merge_keys=merge_keys, delete_condition=raw["delete_condition"],
         schema_evolution=schema_evolution, audit_source=audit_source,
@@ -671,7 +724,7 @@ def create_session(p):
 # Read
 # =================================================================================================
 
-def read_source(spark, p, table_schema=None):
+def read_source(spark, p, table_schema=None, paths=None):
     """Read the batch with the user's reader options (CSV: header and type inference by default).
 
     CSV into an existing table reads with the table's column types: one pass instead of two, the
@@ -684,19 +737,20 @@ def read_source(spark, p, table_schema=None):
                  and options.get("header", "false").lower() == "true"
                  and "inferSchema" not in p.source_options
                  and p.source_schema in ("auto", "table"))
+    paths = paths or p.source_path
     if p.source_schema == "table" and table_schema is None:
         log.info("--source_schema table: the table does not exist yet, so types are inferred")
     try:
         reader = spark.read.format(p.source_format)
         if use_table:
-            header = reader.options(**{**options, "inferSchema": "false"}).load(p.source_path).columns
+            header = reader.options(**{**options, "inferSchema": "false"}).load(paths).columns
             types = {f.name.lower(): f.dataType for f in table_schema.fields}
             from pyspark.sql import types as T
             schema = T.StructType([T.StructField(name, types.get(name.lower(), T.StringType()))
                                    for name in header])
             options = {**options, "inferSchema": "false", "mode": "FAILFAST", "enforceSchema": "false"}
-            return reader.options(**options).schema(schema).load(p.source_path)
-        return reader.options(**options).load(p.source_path)
+            return reader.options(**options).schema(schema).load(paths)
+        return reader.options(**options).load(paths)
     except Exception as e:
         message = first_line(e)
         if "PATH_NOT_FOUND" in message or "Path does not exist" in message:
@@ -704,6 +758,36 @@ def read_source(spark, p, table_schema=None):
         if "UNABLE_TO_INFER_SCHEMA" in message:
             raise bad_input(f"--source_path: no readable {p.source_format} data ({message})") from None
         raise
+
+
+def list_source_files(spark, path):
+    """The data files under --source_path, as Spark's readers see them (names starting with _ or .
+    are skipped at any depth), listed through Hadoop's file system: local, s3:// on Glue."""
+    jvm = spark.sparkContext._jvm
+    root = jvm.org.apache.hadoop.fs.Path(path)
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    root_text = fs.makeQualified(root).toString().rstrip("/")
+    found = fs.listFiles(root, True)
+    files = []
+    while found.hasNext():
+        name = found.next().getPath().toString()
+        relative = name[len(root_text):].strip("/").split("/") if name.startswith(root_text) else [name]
+        if not any(part.startswith(("_", ".")) for part in relative):
+            # the form Spark's inputFiles() reports, so both modes record the same paths
+            files.append("file://" + name[5:] if name.startswith("file:/") and name[6:7] != "/" else name)
+    return sorted(files)
+
+
+def select_source_files(spark, p, t, ledger, history):
+    """What to read: --source_path as given, or (--source_files new) the files under it that no
+    published run of this table consumed, by the ledger and main's history."""
+    if p.source_files == "all":
+        return [p.source_path]
+    consumed = {f for r in ledger.published() for f in r.input_files}
+    if table_exists(spark, t):
+        table = iceberg_table(spark, t)
+        consumed.update(f for m in history.walk(table, ref_id(table, "main")) for f in m.input_files)
+    return [f for f in list_source_files(spark, p.source_path) if f not in consumed]
 
 
 def fingerprint_input(spark, p, df):
@@ -718,12 +802,53 @@ def fingerprint_input(spark, p, df):
     return digest.hexdigest()
 
 
-def branch_name(batch_id):
-    """audit_<batch_id>, with characters a branch should not carry replaced and a hash kept."""
+def fingerprint_config(p, checks):
+    """Everything that decides which rows a run publishes, besides the input: a rerun whose checks,
+    transform, mode, keys, reader or schema handling changed must stage afresh, never resume."""
+    try:
+        transform_code = inspect.getsource(transform)
+    except (OSError, TypeError):  # no source file (a notebook, a pickled function): its bytecode
+        code = transform.__code__
+        transform_code = code.co_code.hex() + repr(code.co_consts) + repr(code.co_names)
+    config = {"checks": [asdict(c) for c in checks], "transform": transform_code, "mode": p.mode,
+              "merge_keys": p.merge_keys, "delete_condition": p.delete_condition,
+              "source_format": p.source_format, "source_options": p.source_options,
+              "source_schema": p.source_schema, "schema_evolution": p.schema_evolution,
+              "partition_by": p.partition_by}
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass
+class Batch:
+    """This run's identity: written into every snapshot it commits, so the guard, the publish
+    decision, resume and the ledger can tell its snapshots from everyone else's."""
+    batch_id: str
+    run_id: str
+    input_fingerprint: str
+    config_fingerprint: str
+    input_files: list
+    track_files: bool = False  # --source_files new: the snapshot records the files it consumed
+
+    @property
+    def branch(self):
+        """audit_<batch_id>_<short run id>: readable, and written by this run only."""
+        return f"{branch_prefix(self.batch_id)}{self.run_id[:8]}"
+
+    def snapshot_properties(self):
+        properties = {BATCH_PROPERTY: self.batch_id, RUN_PROPERTY: self.run_id,
+                      FINGERPRINT_PROPERTY: self.input_fingerprint,
+                      CONFIG_PROPERTY: self.config_fingerprint}
+        if self.track_files:
+            properties[FILES_PROPERTY] = json.dumps(self.input_files)
+        return properties
+
+
+def branch_prefix(batch_id):
+    """audit_<batch_id>_, with characters a branch should not carry replaced and a hash kept."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", batch_id)
     if safe != batch_id:
         safe += "_" + hashlib.sha1(batch_id.encode()).hexdigest()[:8]
-    return BRANCH_PREFIX + safe
+    return f"{BRANCH_PREFIX}{safe}_"
 
 
 # =================================================================================================
@@ -761,6 +886,12 @@ def refs(spark, t):
     return {str(name): ref.snapshotId() for name, ref in iceberg_table(spark, t).refs().items()}
 
 
+def ref_id(table, name):
+    """The snapshot id a branch points at, or None if there is no such branch (yet)."""
+    ref = table.refs().get(name)
+    return ref.snapshotId() if ref is not None else None
+
+
 def snapshot_info(spark, t, snapshot_id, table=None):
     """Parent and summary of one snapshot, or None."""
     snapshot = (table or iceberg_table(spark, t)).snapshot(snapshot_id)
@@ -770,13 +901,161 @@ def snapshot_info(spark, t, snapshot_id, table=None):
             "summary": dict(snapshot.summary().items())}
 
 
-def published_snapshot_of_batch(spark, t, batch_id):
-    """The snapshot on main's history that carries this batch id, if any."""
-    from pyspark.sql import functions as F
-    history = spark.table(t.meta("history")).filter("is_current_ancestor")
-    snaps = spark.table(t.meta("snapshots")).filter(F.col("summary")[BATCH_PROPERTY] == batch_id)
-    row = snaps.join(history.select("snapshot_id"), "snapshot_id").select("snapshot_id").first()
-    return row["snapshot_id"] if row else None
+@dataclass
+class Mark:
+    """What this job wrote into one snapshot's summary (nothing, for other writers' snapshots)."""
+    snapshot_id: int
+    parent_id: int
+    timestamp_ms: int
+    batch_id: str = None
+    run_id: str = None
+    input_files: tuple = ()
+    summary: dict = None  # the whole summary, kept for this job's own snapshots only
+
+
+def read_mark(snapshot):
+    summary = snapshot.summary()
+    batch_id = summary.get(BATCH_PROPERTY)
+    mark = Mark(snapshot.snapshotId(), snapshot.parentId(), snapshot.timestampMillis(), batch_id)
+    if batch_id is not None:
+        mark.summary = {str(k): str(v) for k, v in summary.items()}
+        mark.run_id = mark.summary.get(RUN_PROPERTY)
+        mark.input_files = tuple(json.loads(mark.summary.get(FILES_PROPERTY, "[]")))
+    return mark
+
+
+class History:
+    """main's ancestry as this job marked it. Snapshots never change, so each is read from the
+    metadata once per run; later walks (after main moved) only read the new ones."""
+
+    def __init__(self):
+        self.marks = {}
+
+    def walk(self, metadata, head):
+        """Marks from `head` back to the oldest snapshot not yet expired, newest first.
+        `metadata`: a Table or TableMetadata, so a walk can use the very metadata a commit is
+        based on."""
+        snapshot_id = head
+        while snapshot_id is not None:
+            mark = self.marks.get(snapshot_id)
+            if mark is None:
+                snapshot = metadata.snapshot(snapshot_id)
+                if snapshot is None:  # expired: history ends here (the ledger remembers the rest)
+                    return
+                mark = self.marks[snapshot_id] = read_mark(snapshot)
+            yield mark
+            snapshot_id = mark.parent_id
+
+
+# The run ledger: one row per run, so exactly-once, `volume`, `--status` and reports outlive
+# snapshot expiry. Users query it like any Iceberg table (Athena, Spark).
+LEDGER_COLUMNS = (
+    "run_id string, batch_id string, status string, exit_code int, mode string, branch string, "
+    "main_snapshot_before bigint, main_snapshot_after bigint, staged_snapshot bigint, "
+    "rows_written bigint, rows_dropped bigint, rows_inserted bigint, rows_updated bigint, "
+    "rows_deleted bigint, checks array<struct<name: string, check: string, action: string, "
+    "passed: boolean, failing_rows: bigint, observed: string>>, metrics map<string, double>, "
+    "timings map<string, double>, input_fingerprint string, config_fingerprint string, "
+    "input_files array<string>, started_at timestamp, finished_at timestamp, error string")
+BACKFILL_GRACE_SECONDS = 600  # a run records itself right after its publish; wait before backfilling
+
+
+@dataclass
+class Published:
+    """A run the ledger records as published: which batch, at which snapshot, from which files."""
+    run_id: str
+    batch_id: str
+    snapshot_id: int
+    input_files: tuple
+
+
+class Ledger:
+    """The run ledger table `<namespace>.<table>_wap_runs` (or --runs_table)."""
+
+    def __init__(self, spark, ref):
+        self.spark, self.ref = spark, ref
+        self._published = None
+
+    def exists(self):
+        return table_exists(self.spark, self.ref)
+
+    def published(self):
+        """Every published run the ledger knows of, read once per run."""
+        if self._published is None:
+            self._published = []
+            if self.exists():
+                rows = (self.spark.table(self.ref.sql).filter("status = 'published'")
+                        .select("run_id", "batch_id", "main_snapshot_after", "input_files").collect())
+                seen = set()
+                for r in rows:  # a backfilled row and the run's own row may both exist
+                    if r["run_id"] not in seen:
+                        seen.add(r["run_id"])
+                        self._published.append(Published(r["run_id"], r["batch_id"],
+                                                          r["main_snapshot_after"],
+                                                          tuple(r["input_files"] or ())))
+        return self._published
+
+    def recent(self, limit, status=None):
+        """The newest runs (one row per run id), newest first."""
+        if not self.exists():
+            return []
+        from pyspark.sql import Window, functions as F
+        df = self.spark.table(self.ref.sql)
+        if status is not None:
+            df = df.filter(F.col("status") == str(status))
+        newest = Window.partitionBy("run_id").orderBy(F.col("finished_at").desc_nulls_last())
+        return (df.withColumn("_n", F.row_number().over(newest)).filter("_n = 1").drop("_n")
+                .orderBy(F.col("finished_at").desc_nulls_last()).limit(limit).collect())
+
+    def record(self, rows):
+        """Append rows; creates the ledger on first use (concurrent creators are fine)."""
+        if not rows:
+            return
+        if not self.exists():
+            create_table(self.spark, self.ref, LEDGER_COLUMNS)
+        self.spark.createDataFrame(rows, LEDGER_COLUMNS).writeTo(self.ref.sql).append()
+        self._published = None
+
+    def backfill(self, marks):
+        """Publishes that reached main but not the ledger (its write failed after the publish):
+        recorded from the snapshots' summaries, so exactly-once and history stay whole."""
+        runs = {r.run_id for r in self.published()}
+        snapshots = {r.snapshot_id for r in self.published()}
+        cutoff = (time.time() - BACKFILL_GRACE_SECONDS) * 1000
+        rows = [ledger_row_of_snapshot(m) for m in marks if m.batch_id is not None
+                and m.timestamp_ms < cutoff and m.run_id not in runs and m.snapshot_id not in snapshots]
+        if rows:
+            log.warning("run ledger: backfilling %d published run(s) missing from %s.%s",
+                        len(rows), self.ref.catalog, self.ref.ident)
+            self.record(rows)
+
+
+def ledger_row_of_snapshot(mark):
+    s = mark.summary
+    at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc)
+    return {"run_id": mark.run_id or f"snapshot-{mark.snapshot_id}", "batch_id": mark.batch_id,
+            "status": str(Status.PUBLISHED), "exit_code": EXIT_OK, "mode": None, "branch": None,
+            "main_snapshot_before": mark.parent_id, "main_snapshot_after": mark.snapshot_id,
+            "staged_snapshot": mark.snapshot_id, "rows_written": int(s.get("added-records", 0)),
+            "rows_dropped": None, "rows_inserted": int(s.get("added-records", 0)),
+            "rows_updated": None, "rows_deleted": int(s.get("deleted-records", 0)), "checks": [],
+            "metrics": {}, "timings": {}, "input_fingerprint": s.get(FINGERPRINT_PROPERTY),
+            "config_fingerprint": s.get(CONFIG_PROPERTY), "input_files": list(mark.input_files),
+            "started_at": at, "finished_at": at,
+            "error": "backfilled from the snapshot summary: the run's own ledger write failed"}
+
+
+def create_table(spark, ref, columns_ddl, partition_by=(), wap=False):
+    """CREATE TABLE IF NOT EXISTS (format v2), tolerating a concurrent run that created it first."""
+    partitioned = f"PARTITIONED BY ({', '.join(quote(c) for c in partition_by)}) " if partition_by else ""
+    wap_on = ", 'write.wap.enabled'='true'" if wap else ""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.namespace)}")
+    try:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {ref.sql} ({columns_ddl}) USING iceberg {partitioned}"
+                  f"TBLPROPERTIES ('format-version'='2'{wap_on})")
+    except Exception as e:
+        if "already exists" not in str(e).lower():
+            raise
 
 
 def ensure_table(spark, p, t, df):
@@ -785,17 +1064,7 @@ def ensure_table(spark, p, t, df):
         for c in p.partition_by:
             if c.lower() not in {x.lower() for x in df.columns}:
                 raise bad_input(f"--partition_by: unknown column {c!r}; columns: {', '.join(df.columns)}")
-        ddl = spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(
-            df.schema.json()).toDDL()
-        partitioned = (f" PARTITIONED BY ({', '.join(quote(c) for c in p.partition_by)})"
-                       if p.partition_by else "")
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(t.catalog)}.{quote(t.namespace)}")
-        try:
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {t.sql} ({ddl}) USING iceberg{partitioned} "
-                      "TBLPROPERTIES ('format-version'='2', 'write.wap.enabled'='true')")
-        except Exception as e:
-            if "already exists" not in str(e).lower():  # a concurrent run created it first
-                raise
+        create_table(spark, t, ddl_of(spark, df.schema), p.partition_by, wap=True)
         log.info("created table %s.%s", t.catalog, t.ident)
     # With write.wap.enabled off, Iceberg silently ignores spark.wap.branch and the rows land on
     # main. So it is set here and never unset: a run that turned it off could make a concurrent
@@ -815,6 +1084,11 @@ def ensure_table(spark, p, t, df):
     # merge may carry source-only columns (a CDC op code) that only --delete_condition reads
     keep_extra = p.mode == "merge" and bool(p.delete_condition)
     return align_to_table(spark, t, df, keep_extra)
+
+
+def ddl_of(spark, schema):
+    """A Spark schema as column DDL, names quoted."""
+    return spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json()).toDDL()
 
 
 def new_columns(spark, t, df):
@@ -905,14 +1179,7 @@ def write_quarantine(spark, t, bad, batch_id):
               .groupBy("name").agg(F.count("*").alias("n")).collect()}
     total = bad.count()
     if not table_exists(spark, q):
-        ddl = spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(
-            rows.schema.json()).toDDL()
-        try:
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {q.sql} ({ddl}) USING iceberg "
-                      "PARTITIONED BY (`_wap_batch_id`) TBLPROPERTIES ('format-version'='2')")
-        except Exception as e:
-            if "already exists" not in str(e).lower():
-                raise
+        create_table(spark, q, ddl_of(spark, rows.schema), ["_wap_batch_id"])
     if total:
         rows.writeTo(q.sql).option(f"snapshot-property.{BATCH_PROPERTY}", batch_id).overwrite(
             F.col("_wap_batch_id") == batch_id)
@@ -921,15 +1188,14 @@ def write_quarantine(spark, t, bad, batch_id):
     return total, counts, f"{q.catalog}.{q.ident}"
 
 
-def write_branch(spark, p, t, df, branch, batch_id, fingerprint, main_before, aggs=None):
-    """Write the batch to the audit branch in the run's mode; prove it landed there and nowhere else.
-
-    With `aggs`, the row checks' aggregates are observed on the rows as they are written, and
-    returned with the staged snapshot id (append and overwrite_partitions only)."""
+def write_branch(spark, p, t, df, batch, aggs=None):
+    """Write the batch to this run's branch in the run's mode. Every snapshot it commits carries
+    the run's identity. With `aggs`, the row checks' aggregates are observed on the rows as they
+    are written (append and overwrite_partitions): the Observation is returned."""
     from pyspark.sql import Observation
-    properties = {BATCH_PROPERTY: batch_id, FINGERPRINT_PROPERTY: fingerprint}
+    properties = batch.snapshot_properties()
     observation = None
-    spark.conf.set("spark.wap.branch", branch)
+    spark.conf.set("spark.wap.branch", batch.branch)
     try:
         if p.mode == "merge":
             merge_into(spark, p, t, df, properties)
@@ -943,22 +1209,38 @@ def write_branch(spark, p, t, df, branch, batch_id, fingerprint, main_before, ag
             writer.append() if p.mode == "append" else writer.overwritePartitions()
     finally:
         spark.conf.unset("spark.wap.branch")
-    staged = verify_staged(spark, t, branch, batch_id, main_before)  # its snapshot_info
-    return staged["snapshot_id"], observed_metrics(staged["summary"], observation)
+    return observation
 
 
 def observed_metrics(summary, observation):
     """The metrics observed during the write, if they provably describe the staged rows: their
     row count must equal the records the snapshot added (`summary`: the staged snapshot's).
-    Otherwise None: the audit scans."""
+    Otherwise None: the audit scans. The wait is bounded: a lost listener event must not hang
+    the job."""
     if observation is None:
         return None
-    metrics = observation.get
-    if str(metrics.get("rows")) != summary.get("added-records", "0"):
+    metrics = observation_result(observation)
+    if metrics is None or str(metrics.get("rows")) != summary.get("added-records", "0"):
         log.warning("observed %s rows but the snapshot added %s; auditing by scanning the branch",
-                    metrics.get("rows"), summary.get("added-records"))
+                    (metrics or {}).get("rows"), summary.get("added-records"))
         return None
     return metrics
+
+
+OBSERVATION_TIMEOUT_SECONDS = 60
+
+
+def observation_result(observation, timeout=OBSERVATION_TIMEOUT_SECONDS):
+    """Observation.get waits forever for a listener event; wait at most `timeout` seconds."""
+    import threading
+    result = {}
+    waiter = threading.Thread(target=lambda: result.setdefault("metrics", observation.get), daemon=True)
+    waiter.start()
+    waiter.join(timeout)
+    if "metrics" not in result:
+        log.warning("observed metrics did not arrive within %d s", timeout)
+        return None
+    return result["metrics"]
 
 
 def merge_into(spark, p, t, df, properties):
@@ -1030,15 +1312,15 @@ def check_merge_batch(spark, p, df):
                         "row per key")
 
 
-def merge_counts(spark, p, t, df, main_before):
+def merge_counts(spark, p, t, df, parent):
     """Rows the merge will insert, update and delete: batch keys against main's keys."""
     from pyspark.sql import functions as F
-    if main_before is None:
+    if parent is None:
         deleted = F.expr(p.delete_condition) if p.delete_condition else F.lit(False)
         row = df.alias("s").agg(F.sum((~deleted).cast("long")).alias("ins")).first()
         return {"rows_inserted": row["ins"] or 0, "rows_updated": 0, "rows_deleted": 0}
     keys = [f"k{i}" for i in range(len(p.merge_keys))]
-    existing = (read_snapshot(spark, t, main_before)
+    existing = (read_snapshot(spark, t, parent)
                 .select(*[col(k).alias(n) for k, n in zip(p.merge_keys, keys)])
                 .withColumn("_on_main", F.lit(True)))
     deleted = F.expr(p.delete_condition) if p.delete_condition else F.lit(False)
@@ -1053,43 +1335,52 @@ def merge_counts(spark, p, t, df, main_before):
             "rows_deleted": row["del"] or 0}
 
 
-def verify_staged(spark, t, branch, batch_id, main_before):
-    """The guard: main did not move, and the branch head is our one new snapshot on top of it.
-    Returns that snapshot's snapshot_info."""
-    now = refs(spark, t)
-    staged = now.get(branch)
-    if now.get("main") != main_before:
-        undone = undo_write_to_main(spark, t, batch_id, main_before)
-        raise WapError(f"guard: main moved from {main_before} to {now.get('main')} during the "
-                       "staged write (was write.wap.enabled turned off?); "
-                       + ("the write was taken off main again" if undone else
-                          "main was left as it is: check it") + "; not publishing")
-    info = snapshot_info(spark, t, staged) if staged else None
-    if not info or (info["summary"] or {}).get(BATCH_PROPERTY) != batch_id:
-        raise WapError(f"guard: branch {branch} does not end in a snapshot of batch {batch_id}")
-    if info["parent_id"] != main_before:
-        raise WapError(f"guard: branch {branch} holds more than this batch (parent "
-                       f"{info['parent_id']}, main {main_before}); another run of the same batch "
-                       "is writing? not publishing")
-    return info
+def guard(spark, t, batch, since_ms):
+    """After every write: this run's snapshot must be the head of this run's branch.
 
-
-def undo_write_to_main(spark, t, batch_id, main_before):
-    """If our own write landed on main (WAP was off), put main back, but only if nothing else
-    committed since: a compare-and-swap on the table metadata, so no one else's commit is lost."""
-    if main_before is None:
-        return False
+    Anything else committed to main meanwhile (another batch's publish, a compaction) is someone
+    else's legitimate work, decided at publish. Only this run's own snapshot on main means WAP was
+    off and the rows went straight to main: that is undone by compare-and-swap, and the run fails.
+    Returns the staged snapshot's snapshot_info."""
     table = iceberg_table(spark, t)
-    ops = table.operations()
+    head = table.refs().get(batch.branch)
+    info = snapshot_info(spark, t, head.snapshotId(), table) if head is not None else None
+    if info and info["summary"].get(RUN_PROPERTY) == batch.run_id:
+        return info
+    main = table.refs().get("main")
+    ours = None
+    for mark in History().walk(table, main.snapshotId() if main else None):  # newest first
+        if mark.run_id == batch.run_id:
+            ours = mark
+            break
+        if mark.timestamp_ms < since_ms - 60_000:  # older than this run: not ours
+            break
+    if ours is not None:
+        undone = undo_write_to_main(spark, t, batch.run_id)
+        raise WapError(f"guard: this run's write reached main as snapshot {ours.snapshot_id} "
+                       "(was write.wap.enabled turned off?); "
+                       + ("it was taken off main again" if undone else
+                          "main has moved on since, so it was NOT undone: check main") + "; not publishing")
+    raise WapError(f"guard: branch {batch.branch} does not end in a snapshot of this run "
+                   f"({batch.run_id}); not publishing")
+
+
+def undo_write_to_main(spark, t, run_id):
+    """Put main back to the parent of this run's snapshot, only if main's head is that snapshot:
+    a compare-and-swap on the table metadata, so no one else's commit is ever taken off main."""
+    jvm = spark.sparkContext._jvm
+    ops = iceberg_table(spark, t).operations()
     base = ops.refresh()
     head = base.ref("main")
-    info = snapshot_info(spark, t, head.snapshotId(), table) if head is not None else None
-    if not info or info["summary"].get(BATCH_PROPERTY) != batch_id or info["parent_id"] != main_before:
+    snapshot = base.snapshot(head.snapshotId()) if head is not None else None
+    if snapshot is None or snapshot.summary().get(RUN_PROPERTY) != run_id:
+        log.error("guard: main's head is not this run's snapshot; main is left as it is")
         return False
-    jvm = spark.sparkContext._jvm
-    ops.commit(base, jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
-               .setBranchSnapshot(main_before, "main").build())
-    log.error("guard: this batch's write reached main; main is back at snapshot %s", main_before)
+    builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+    parent = snapshot.parentId()
+    builder = builder.setBranchSnapshot(parent, "main") if parent is not None else builder.removeRef("main")
+    ops.commit(base, builder.build())
+    log.error("guard: this run's write reached main; main is back at snapshot %s", parent)
     return True
 
 
@@ -1135,16 +1426,16 @@ def read_snapshot(spark, t, snapshot_id):
     return spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}")
 
 
-def read_staged(spark, t, staged, main_before, mode="append", batch=None, p=None):
+def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None):
     """The rows this batch staged, as read back from the branch snapshot:
     append: an incremental read from main's snapshot to the branch head;
     overwrite_partitions: the rows of the data files the snapshot added (the replaced partitions);
     merge: the staged rows whose keys the batch inserted or updated."""
     from pyspark.sql import functions as F
     if mode == "append":
-        if main_before is None:
+        if parent is None:
             return read_snapshot(spark, t, staged)
-        return (spark.read.format("iceberg").option("start-snapshot-id", main_before)
+        return (spark.read.format("iceberg").option("start-snapshot-id", parent)
                 .option("end-snapshot-id", staged).load(f"{t.catalog}.{t.ident}"))
     rows = read_snapshot(spark, t, staged)
     if mode == "overwrite_partitions":
@@ -1200,7 +1491,7 @@ def key_bound(c, j, side):
     return f"{side}_{hashlib.sha1(c.name.encode()).hexdigest()[:10]}_{j}"
 
 
-def audit(spark, t, checks, staged_df, main_before, dropped_counts=None, whole_table=None,
+def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
           metrics=None):
     """Evaluate every check against the staged rows; row checks share one Spark job.
 
@@ -1239,10 +1530,10 @@ def audit(spark, t, checks, staged_df, main_before, dropped_counts=None, whole_t
         elif c.check == "unique":
             bounds = [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
                       for j in range(len(c.columns))]
-            results[c.name] = audit_unique(spark, t, c, staged_df, main_before, total, bounds,
+            results[c.name] = audit_unique(spark, t, c, staged_df, parent, total, bounds,
                                            whole_table)
         elif c.check == "volume":
-            results[c.name] = audit_volume(spark, t, c, main_before, total)
+            results[c.name] = audit_volume(c, ledger, total)
     for c in row_checks:  # samples cost a job each, so only where something is wrong
         r = results[c.name]
         if r["failing_rows"]:
@@ -1256,7 +1547,10 @@ def scan_metrics(df, aggs):
     from pyspark.sql import Observation
     observation = Observation("wap_audit")
     df.observe(observation, *aggs).write.format("noop").mode("overwrite").save()
-    return observation.get
+    metrics = observation_result(observation)
+    if metrics is None:  # the listener event was lost: the same aggregates, the slow way
+        metrics = df.agg(*aggs).first().asDict()
+    return metrics
 
 
 def sample_rows(df, n=5):
@@ -1279,7 +1573,7 @@ def audit_schema(spark, c, staged_df, total):
     return check_result(c, None, total, observed=actual, detail="; ".join(problems) or None)
 
 
-def audit_unique(spark, t, c, staged_df, main_before, total, bounds, whole_table=None):
+def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None):
     """Duplicates within the batch, plus batch keys already on main; reads only the key columns.
 
     Fast path first: if no key of main falls in the batch's key range and an exact bitmap count
@@ -1294,10 +1588,10 @@ def audit_unique(spark, t, c, staged_df, main_before, total, bounds, whole_table
     names = [f"k{i}" for i in range(len(keys))]
     batch_keys = scope.select(*[k.alias(n) for k, n in zip(keys, names)]).filter(not_null)
     existing = None
-    if main_before is not None and whole_table is None:
+    if parent is not None and whole_table is None:
         # Only main's files whose key range overlaps the batch's can hold a clash; the range
         # filter lets Iceberg skip the rest by their column bounds.
-        existing = read_snapshot(spark, t, main_before)
+        existing = read_snapshot(spark, t, parent)
         for k, (low, high) in zip(keys, bounds):
             if low is not None:
                 existing = existing.filter(k.between(F.lit(low), F.lit(high)))
@@ -1347,16 +1641,11 @@ def keys_distinct_by_bitmap(batch_keys, bounds, rows):
     return row["distinct"] == row["rows"]
 
 
-def audit_volume(spark, t, c, main_before, total):
-    """Batch size against the median of recent publishes, from snapshot metadata (no scan)."""
-    history = []
-    table = iceberg_table(spark, t)
-    info = snapshot_info(spark, t, main_before, table) if main_before is not None else None
-    while info is not None and len(history) < c.lookback:
-        added = int(info["summary"].get("added-records", 0))
-        if added > 0:
-            history.append(added)
-        info = snapshot_info(spark, t, info["parent_id"], table) if info["parent_id"] else None
+def audit_volume(c, ledger, total):
+    """Batch size against the median of the last published batches, from the run ledger: only
+    publishes count, never compaction or other maintenance commits."""
+    history = [r["rows_written"] for r in ledger.recent(c.lookback, Status.PUBLISHED)
+               if r["rows_written"]]
     if not history:
         return check_result(c, None, total, observed=None)
     median = statistics.median(history)
@@ -1376,73 +1665,125 @@ def audit_volume(spark, t, c, main_before, total):
 STATE_CHECKS = ("unique", "volume")
 
 
-def publish(spark, p, t, checks, report, staged, main_before, batch_id, fingerprint):
-    """Fast-forward main to the audited snapshot, then drop the branch.
-
-    If another run published first, main is no longer an ancestor of the branch: re-commit the
-    staged files on top of the new main, re-run the checks that depend on table state, and try
-    again, a bounded number of times with backoff. Returns the run's final status.
-    """
-    branch = report.branch
-    for attempt in range(p.max_publish_retries + 1):
-        try:
-            spark.sql(f"CALL {quote(t.catalog)}.system.fast_forward('{t.catalog}.{t.ident}', 'main', '{branch}')")
-        except Exception as e:
-            if "not an ancestor" not in first_line(e):
-                raise
-            if p.mode != "append":  # rewritten files cannot be re-committed: stage again
-                return "restage"
-            if attempt == p.max_publish_retries:
-                raise WapError(f"publish: main kept moving; gave up after {attempt} rebases. The "
-                               f"audited batch is kept on branch {branch}") from None
-            time.sleep(min(30.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.5))
-            already = published_snapshot_of_batch(spark, t, batch_id)
-            if already:  # a concurrent run of this same batch won the race
-                report.main_snapshot_after, report.staged_snapshot = refs(spark, t).get("main"), already
-                drop_branch(spark, t, branch)
-                return "already_published"
-            main_before = refs(spark, t).get("main")
-            log.info("main moved to %s while this batch was staged: rebasing (attempt %d)",
-                     main_before, attempt + 1)
-            staged = rebase_branch(spark, t, branch, staged, main_before, batch_id, fingerprint)
-            report.staged_snapshot, report.main_snapshot_before = staged, main_before
-            report.rebases += 1
-            recheck = [c for c in checks if c.check in STATE_CHECKS and c.action != "drop"]
-            if recheck:
-                results, _ = audit(spark, t, recheck, read_staged(spark, t, staged, main_before),
-                                   main_before)
-                by_name = {r["name"]: r for r in results}
-                report.checks = [by_name.get(r["name"], r) for r in report.checks]
-                if blocking_failures(report):
-                    report.main_snapshot_after = refs(spark, t).get("main")
-                    return "audit_failed"
-            continue
-        main_after = refs(spark, t).get("main")
-        if main_after != staged:
-            raise WapError(f"publish: main is at {main_after}, expected {staged}")
-        drop_branch(spark, t, branch)
-        report.main_snapshot_after = main_after
-        return "published"
+class Move(Enum):
+    """What publishing the audited snapshot means, given main as it is now."""
+    PUBLISH = "main is still the staged snapshot's parent: swap main to the staged snapshot"
+    ALREADY_PUBLISHED = "the batch (or, with --source_files new, its files) is already on main"
+    REBASE = "main moved or was rolled back: re-commit the staged files on it (append)"
+    RESTAGE = "main moved or was rolled back: stage the batch again on it (other modes)"
 
 
-def rebase_branch(spark, t, branch, staged, new_main, batch_id, fingerprint):
-    """Point the branch at the new main and re-commit the staged data files on it, in one
-    transaction: metadata only, no data is rewritten, and the rows are exactly the audited ones."""
-    jvm = spark.sparkContext._jvm
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, f"{t.catalog}.{t.ident}")
-    snapshot = table.snapshot(staged)
-    if snapshot.removedDataFiles(table.io()).iterator().hasNext():
-        raise WapError("publish: the staged snapshot removes files; only appends can be rebased")
+@dataclass
+class Decision:
+    move: Move
+    main: int                # main's snapshot id when decided
+    metadata: object = None  # PUBLISH: the TableMetadata decided from, the compare-and-swap's base
+    operations: object = None
+    published_as: int = None  # ALREADY_PUBLISHED: the snapshot that holds the batch
+
+
+class CommitConflict(Exception):
+    """The table changed between the decision and the commit (or the commit's outcome is unknown):
+    decide again from fresh metadata."""
+
+
+@contextmanager
+def commit_conflicts():
+    """Iceberg's commit failures, raised as CommitConflict; every other error passes through."""
+    from py4j.protocol import Py4JJavaError
+    try:
+        yield
+    except Py4JJavaError as e:
+        kind = str(e.java_exception.getClass().getSimpleName())
+        if kind in ("CommitFailedException", "CommitStateUnknownException"):
+            raise CommitConflict(kind) from None
+        raise
+
+
+def decide_publish(spark, t, p, batch, history, ledger, staged):
+    """The one place that decides how this run publishes, from fresh table metadata.
+    `staged`: the audited snapshot's snapshot_info."""
+    operations = iceberg_table(spark, t).operations()
+    metadata = operations.refresh()
+    ref = metadata.ref("main")
+    main = ref.snapshotId() if ref is not None else None
+    on_main = already_on_main(history.walk(metadata, main), ledger, metadata, batch)
+    if on_main is not None:
+        return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main)
+    if main == staged["parent_id"]:
+        return Decision(Move.PUBLISH, main, metadata, operations)
+    if p.mode == "append" and main is not None:
+        return Decision(Move.REBASE, main)
+    return Decision(Move.RESTAGE, main)
+
+
+def already_on_main(marks, ledger, metadata, batch):
+    """The snapshot that put this batch on main, or None: from main's history, and from the
+    ledger for publishes whose snapshots have expired since (a snapshot that still exists but is
+    not on main's history was rolled back: that batch may be published again)."""
+    mine = set(batch.input_files) if batch.track_files else set()
+
+    def concerns_us(batch_id, files):
+        return batch_id == batch.batch_id or bool(mine & set(files))
+
+    marks = list(marks)
+    ancestry = {m.snapshot_id for m in marks}
+    published = [(m.snapshot_id, m.run_id, m.batch_id, m.input_files) for m in marks
+                 if m.batch_id is not None and concerns_us(m.batch_id, m.input_files)]
+    published += [(r.snapshot_id, r.run_id, r.batch_id, r.input_files) for r in ledger.published()
+                  if concerns_us(r.batch_id, r.input_files) and r.snapshot_id is not None
+                  and (r.snapshot_id in ancestry or metadata.snapshot(r.snapshot_id) is None)]
+    for snapshot_id, run_id, batch_id, files in published:
+        if batch_id == batch.batch_id:
+            return snapshot_id
+        taken = mine & set(files)
+        if taken == mine and mine:
+            return snapshot_id
+        if taken:
+            raise WapError(f"--source_files new: {len(taken)} of this run's {len(mine)} files were "
+                           f"published by run {run_id} meanwhile (e.g. {sorted(taken)[0]}); main is "
+                           "unchanged: rerun to load the rest")
+    return None
+
+
+def swap_main(spark, batch, decision, staged_id):
+    """Publish: main := the audited snapshot, in one table-metadata commit based on the metadata
+    the decision was made from, so it fails if anything changed since (a compare-and-swap). The
+    same commit drops this run's branch and any branch of the batch at the very snapshot published
+    (a crashed run's, resumed); other runs' branches, kept for inspection, stay."""
+    base = decision.metadata
+    builder = spark.sparkContext._jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+    builder = builder.setBranchSnapshot(staged_id, "main")
+    for name, ref in base.refs().items():
+        if name == batch.branch or (str(name).startswith(branch_prefix(batch.batch_id))
+                                    and ref.isBranch() and ref.snapshotId() == staged_id):
+            builder = builder.removeRef(name)
+    with commit_conflicts():
+        decision.operations.commit(base, builder.build())
+
+
+def rebase(spark, t, batch, staged, new_main, since_ms):
+    """Re-commit the audited data files on top of main as it is now, on this run's branch, in one
+    transaction: metadata only, no data rewritten, so the rows are exactly the audited ones. The
+    transaction is all or nothing; if the table changed under it, CommitConflict: decide again."""
+    table = iceberg_table(spark, t)
+    snapshot = table.snapshot(staged["snapshot_id"])
+    io = table.io()
+    if (snapshot.removedDataFiles(io).iterator().hasNext()
+            or snapshot.addedDeleteFiles(io).iterator().hasNext()):
+        raise WapError("publish: the staged snapshot removes or deletes rows; only appends can be rebased")
     txn = table.newTransaction()
-    txn.manageSnapshots().replaceBranch(branch, new_main).commit()
-    append = txn.newFastAppend().toBranch(branch)
-    files = snapshot.addedDataFiles(table.io()).iterator()
+    txn.manageSnapshots().replaceBranch(batch.branch, new_main).commit()
+    append = txn.newFastAppend().toBranch(batch.branch)
+    files = snapshot.addedDataFiles(io).iterator()
     while files.hasNext():
         append.appendFile(files.next())
-    append.set(BATCH_PROPERTY, batch_id).set(FINGERPRINT_PROPERTY, fingerprint).commit()
-    txn.commitTransaction()
-    return verify_staged(spark, t, branch, batch_id, new_main)["snapshot_id"]
+    for key, value in batch.snapshot_properties().items():
+        append.set(key, value)
+    with commit_conflicts():
+        append.commit()
+        txn.commitTransaction()
+    return guard(spark, t, batch, since_ms)
 
 
 def blocking_failures(report):
@@ -1455,10 +1796,12 @@ def blocking_failures(report):
 
 @dataclass
 class RunReport:
-    status: str = "error"
+    status: Status = Status.ERROR
+    exit_code: int = None
     table: str = None
     branch: str = None
     batch_id: str = None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     rows_written: int = 0
     rows_dropped: int = 0
     main_snapshot_before: int = None
@@ -1477,6 +1820,47 @@ class RunReport:
     error: str = None
     started_at: str = None
     finished_at: str = None
+    input_fingerprint: str = None
+    config_fingerprint: str = None
+    input_files: list = field(default_factory=list)
+
+
+def ledger_row(report):
+    """The report as a row of the run ledger."""
+    def number(value):
+        return None if value is None else int(value)
+
+    checks = [{"name": c["name"], "check": c["check"], "action": c["action"], "passed": c["passed"],
+               "failing_rows": number(c["failing_rows"]),
+               "observed": None if c.get("observed") is None else json.dumps(c["observed"], default=str)}
+              for c in report.checks]
+    return {"run_id": report.run_id, "batch_id": report.batch_id, "status": str(report.status),
+            "exit_code": report.exit_code, "mode": report.mode, "branch": report.branch,
+            "main_snapshot_before": report.main_snapshot_before,
+            "main_snapshot_after": report.main_snapshot_after,
+            "staged_snapshot": report.staged_snapshot, "rows_written": number(report.rows_written),
+            "rows_dropped": number(report.rows_dropped), "rows_inserted": number(report.rows_inserted),
+            "rows_updated": number(report.rows_updated), "rows_deleted": number(report.rows_deleted),
+            "checks": checks, "metrics": {},
+            "timings": {k: float(v) for k, v in report.timings.items()},
+            "input_fingerprint": report.input_fingerprint,
+            "config_fingerprint": report.config_fingerprint, "input_files": report.input_files,
+            "started_at": datetime.fromisoformat(report.started_at) if report.started_at else None,
+            "finished_at": datetime.fromisoformat(report.finished_at) if report.finished_at else None,
+            "error": report.error}
+
+
+def record_run(report, p):
+    """Append the run to the ledger. Bad input writes nothing new: its row is recorded only in a
+    ledger that already exists."""
+    from pyspark.sql import SparkSession
+    spark = SparkSession.getActiveSession()
+    if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
+        return  # the run ended before it had a session with the catalog
+    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name))
+    if report.exit_code == EXIT_BAD_INPUT and not ledger.exists():
+        return
+    ledger.record([ledger_row(report)])
 
 
 def summary_table(report):
@@ -1488,31 +1872,6 @@ def summary_table(report):
         lines.append(f"{r['name'][:32]:32} {r['check']:16} {r['action']:6} {outcome:6} {failing}"
                      + (f"  ({r['detail']})" if r.get("detail") else ""))
     return "\n".join(lines)
-
-
-def read_reports(report_path, table):
-    """The run reports of one table, from a local folder or an s3:// prefix."""
-    texts = []
-    if report_path.startswith("s3://"):
-        import boto3
-        bucket, prefix = split_s3(report_path)
-        prefix = f"{prefix.rstrip('/')}/{table}/".lstrip("/")
-        s3 = boto3.client("s3")
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                texts.append(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
-    else:
-        folder = os.path.join(report_path, table)
-        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-            with open(os.path.join(folder, name), "rb") as f:
-                texts.append(f.read())
-    reports = []
-    for text in texts:
-        try:
-            reports.append(json.loads(text))
-        except ValueError:
-            continue
-    return reports
 
 
 def write_report(report, report_path):
@@ -1546,12 +1905,13 @@ def finish(report, p):
         return
     alert = report.status in p.alert_on
     channels = [
+        ("run ledger", True, lambda: record_run(report, p)),
         ("report", p.report_path, lambda: log.info("report written to %s",
                                                    write_report(report, p.report_path))),
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
         ("Slack alert", alert and p.slack_webhook_url, lambda: send_slack(report, p.slack_webhook_url)),
         ("CloudWatch metrics", p.cloudwatch_namespace, lambda: put_metrics(report, p.cloudwatch_namespace)),
-        ("EventBridge event", report.status == "published" and p.event_bus_name,
+        ("EventBridge event", report.status is Status.PUBLISHED and p.event_bus_name,
          lambda: put_event(report, p.event_bus_name)),
     ]
     for name, wanted, send in channels:
@@ -1580,7 +1940,7 @@ def alert_text(report):
                      else c.get("detail") or "failed") for c in failed]
     if report.error:
         lines.append(f"Error: {report.error}")
-    if report.status == "audit_failed" and report.inspect_sql:
+    if report.status is Status.AUDIT_FAILED and report.inspect_sql:
         lines += ["Inspect the staged rows:", f"  {report.inspect_sql}"]
     return subject, "\n".join(lines)
 
@@ -1613,7 +1973,7 @@ def put_metrics(report, namespace):
               ("RowsDropped", report.rows_dropped or 0, "Count"),
               ("ChecksFailed", failed, "Count"),
               ("AuditSeconds", report.timings.get("audit", 0.0), "Seconds"),
-              ("Published", 1 if report.status == "published" else 0, "Count")]
+              ("Published", 1 if report.status is Status.PUBLISHED else 0, "Count")]
     boto3.client("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[
         {"MetricName": name, "Dimensions": dims, "Value": float(value), "Unit": unit}
         for name, value, unit in values])
@@ -1632,11 +1992,21 @@ def put_event(report, bus_name):
 
 
 def fault_point(step):
-    """Test-only: WAP_FAULT_AFTER=<step> kills the process right after that step."""
+    """Test-only hooks, inert unless their environment variable is set. Steps: before_write,
+    write (after the write, before the guard), audit (after the audit, before publishing), publish.
+    WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step> with
+    WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
+    appears there (at most 10 minutes), so a test can line real runs up at one point."""
     if os.environ.get("WAP_FAULT_AFTER") == step:
         log.error("WAP_FAULT_AFTER=%s: killing the process", step)
         logging.shutdown()
         os._exit(137)
+    if os.environ.get("WAP_PAUSE_AT") == step:
+        folder = os.environ["WAP_PAUSE_DIR"]
+        open(os.path.join(folder, f"{os.getpid()}.{step}"), "w").close()
+        deadline = time.time() + 600
+        while not os.path.exists(os.path.join(folder, "go")) and time.time() < deadline:
+            time.sleep(0.05)
 
 
 # =================================================================================================
@@ -1671,14 +2041,13 @@ def show_status(spark, p):
         summary = (s["summary"] or {}) if s else {}
         lines.append(f"  {name}  snapshot {current[name]}  age {age:.1f} h  rows staged "
                      f"{summary.get('added-records', '?')}  batch {summary.get(BATCH_PROPERTY, '-')}")
-    if p.report_path:
-        reports = read_reports(p.report_path, f"{p.catalog}.{p.table}")
-        reports.sort(key=lambda r: r.get("finished_at") or "", reverse=True)
-        lines.append(f"last runs: {len(reports)}")
-        for r in reports[:10]:
-            failed = [c["name"] for c in r.get("checks", []) if not c["passed"]]
-            lines.append(f"  {r.get('finished_at', '?')[:19]}  {r.get('batch_id')}  {r.get('status')}"
-                         + (f"  failed: {', '.join(failed)}" if failed else ""))
+    runs = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name)).recent(10)
+    lines.append(f"last runs: {len(runs)}")
+    for r in runs:
+        failed = [c["name"] for c in r["checks"] or [] if not c["passed"]]
+        finished = f"{r['finished_at']:%Y-%m-%d %H:%M:%S}" if r["finished_at"] else "?"
+        lines.append(f"  {finished}  run {r['run_id'][:8]}  {r['batch_id']}  {r['status']}"
+                     + (f"  failed: {', '.join(failed)}" if failed else ""))
     print("\n".join(lines))
     return lines
 
@@ -1734,10 +2103,10 @@ def run(argv=None):
         checks = parse_checks(p.checks)
         code, glue_job = run_batch(p, checks, report)
     except WapError as e:
-        report.status, report.error, code = "error", str(e), e.code
+        report.status, report.error, code = Status.ERROR, str(e), e.code
         log.error("wap_etl: error: %s", e)
     except Exception as e:  # anything unexpected: exit 1, with the cause in the report
-        report.status, report.error, code = "error", f"{type(e).__name__}: {first_line(e)}", EXIT_ERROR
+        report.status, report.error, code = Status.ERROR, f"{type(e).__name__}: {first_line(e)}", EXIT_ERROR
         log.exception("wap_etl: unexpected error")
     finally:
         try:
@@ -1747,6 +2116,7 @@ def run(argv=None):
                 spark.conf.unset("spark.wap.branch")
         except Exception:
             pass
+    report.exit_code = code
     finish(report, p)
     if glue_job is not None and code == EXIT_OK:
         glue_job.commit()
@@ -1754,12 +2124,21 @@ def run(argv=None):
 
 
 def run_batch(p, checks, report):
+    """Read and validate the batch, then write, audit and publish it exactly once."""
     with timed(report, "session"):
         spark, glue_job = create_session(p)
     t = TableRef(p.catalog, p.namespace, p.table_name)
+    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name))
+    history = History()
     with timed(report, "read"):
-        source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None)
-        fingerprint = fingerprint_input(spark, p, source)
+        paths = select_source_files(spark, p, t, ledger, history)
+        if not paths:
+            log.info("--source_files new: no file under %s is new; nothing to publish", p.source_path)
+            report.status = Status.NOTHING_TO_PUBLISH
+            return EXIT_OK, glue_job
+        source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None,
+                             paths)
+        input_fingerprint = fingerprint_input(spark, p, source)
         df = transform(source)
         validate_checks_against(spark, checks, df)
         if p.mode == "merge":
@@ -1767,131 +2146,196 @@ def run_batch(p, checks, report):
             if not any(c.check == "unique" and [x.lower() for x in c.columns]
                        == [k.lower() for k in p.merge_keys] for c in checks):
                 checks.append(Check(name="unique_merge_keys", check="unique", columns=p.merge_keys))
-    report.batch_id = batch_id = p.batch_id or f"fp-{fingerprint[:24]}"
-    report.branch = branch = branch_name(batch_id)
-    report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{branch}'"
+    batch = Batch(batch_id=p.batch_id or f"fp-{input_fingerprint[:24]}", run_id=report.run_id,
+                  input_fingerprint=input_fingerprint, config_fingerprint=fingerprint_config(p, checks),
+                  input_files=paths if p.source_files == "new" else sorted(source.inputFiles()),
+                  track_files=p.source_files == "new")
+    report.batch_id, report.branch = batch.batch_id, batch.branch
+    report.input_fingerprint, report.config_fingerprint = input_fingerprint, batch.config_fingerprint
+    report.input_files = batch.input_files
+    report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{batch.branch}'"
 
     with timed(report, "prepare"):
         df = ensure_table(spark, p, t, df)
-        current = refs(spark, t)
-        report.main_snapshot_before = main_before = current.get("main")
-        published = published_snapshot_of_batch(spark, t, batch_id) if main_before else None
-    if published:
-        log.info("batch %s is already on main (snapshot %s); nothing to do", batch_id, published)
+        table = iceberg_table(spark, t)
+        report.main_snapshot_before = main = ref_id(table, "main")
+        marks = list(history.walk(table, main))
+        ledger.backfill(marks)
+        published = already_on_main(marks, ledger, table, batch)
+    if published is not None:
+        log.info("batch %s is already on main (snapshot %s); nothing to do", batch.batch_id, published)
         report.status, report.main_snapshot_after, report.staged_snapshot = (
-            "already_published", main_before, published)
-        drop_branch(spark, t, branch)
+            Status.ALREADY_PUBLISHED, main, published)
         return EXIT_OK, glue_job
 
-    staged = resume_point(spark, t, branch, batch_id, fingerprint, current)
-    if staged is not None:
-        log.info("resuming batch %s from staged snapshot %s on %s", batch_id, staged, branch)
+    staged = resume(spark, p, t, batch, table, main)
     good, bad = split_dropped(spark, checks, df)
     dropped_counts = {}
     try:
         if bad is not None and staged is None:
             report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
-                spark, t, bad, batch_id)
-        for attempt in range(p.max_publish_retries + 1):
-            metrics = None
-            if staged is None:
-                staged, metrics = stage(spark, p, t, checks, report, good, main_before, fingerprint,
-                                        drop_old=attempt > 0 or branch in current)
-            code = audit_and_publish(spark, p, t, checks, report, good, staged, main_before,
-                                     fingerprint, dropped_counts, metrics)
-            if code is not None:
-                return code, glue_job
-            # main moved and this mode cannot be rebased: stage the batch again on the new main
-            time.sleep(min(30.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.5))
-            if published_snapshot_of_batch(spark, t, batch_id):
-                report.status = "already_published"
-                drop_branch(spark, t, branch)
-                return EXIT_OK, glue_job
-            report.main_snapshot_before = main_before = refs(spark, t).get("main")
-            report.rebases += 1
-            staged = None
-            log.info("main moved while this batch was staged: staging it again on %s", main_before)
-        raise WapError(f"publish: main kept moving; gave up after {p.max_publish_retries} "
-                       f"re-stages. The audited batch is kept on branch {branch}")
+                spark, t, bad, batch.batch_id)
+        return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good, staged,
+                                   dropped_counts), glue_job
     finally:
         if bad is not None:
             bad.unpersist()
 
 
-def stage(spark, p, t, checks, report, df, main_before, fingerprint, drop_old):
-    """Write the batch to its audit branch (replacing a stale one) and give the branch a retention."""
+def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df, staged,
+                        dropped_counts):
+    """The one retry loop. Stage (unless resuming), audit, then do what the publish decision says:
+    swap main, stop (already published), rebase the audited files on a moved main, or stage again.
+    Returns the exit code."""
+    audited, unknown_commit = False, False
+    for attempt in range(p.max_publish_retries + 1):
+        if attempt:
+            time.sleep(min(30.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
+        metrics = None
+        if staged is None:
+            staged, metrics = stage(spark, p, t, checks, report, batch, df)
+            audited = False
+        if not audited:
+            audit_staged(spark, p, t, checks, report, df, staged, dropped_counts, metrics, ledger)
+            audited = True
+            fault_point("audit")
+            if blocking_failures(report):
+                return audit_failed(report)
+            if report.rows_written == 0 and not report.rows_deleted:
+                report.status, report.main_snapshot_after = Status.NOTHING_TO_PUBLISH, staged["parent_id"]
+                drop_branch(spark, t, batch.branch)
+                log.info("the batch has no rows; nothing to publish")
+                return EXIT_OK
+            if not p.publish:
+                report.status, report.main_snapshot_after = Status.STAGED, staged["parent_id"]
+                log.info("audit passed; --publish false, so branch %s is kept:\n  %s", batch.branch,
+                         report.inspect_sql)
+                return EXIT_OK
+        with timed(report, "publish"):
+            decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+            if decision.move is Move.PUBLISH:
+                try:
+                    swap_main(spark, batch, decision, staged["snapshot_id"])
+                except CommitConflict as e:
+                    unknown_commit = str(e) == "CommitStateUnknownException"
+                    log.info("publish: the table changed under the commit (%s); deciding again", e)
+                    continue
+                fault_point("publish")
+                report.status, report.main_snapshot_after = Status.PUBLISHED, staged["snapshot_id"]
+                log.info("published batch %s to %s (snapshot %s)", batch.batch_id, report.table,
+                         staged["snapshot_id"])
+                return EXIT_OK
+        if decision.move is Move.ALREADY_PUBLISHED:
+            ours = unknown_commit and decision.published_as == staged["snapshot_id"]
+            report.status = Status.PUBLISHED if ours else Status.ALREADY_PUBLISHED
+            report.main_snapshot_after, report.staged_snapshot = decision.main, decision.published_as
+            if not ours:
+                drop_branch(spark, t, batch.branch)
+                log.info("batch %s was published by another run (snapshot %s); main is untouched "
+                         "by this run", batch.batch_id, decision.published_as)
+            return EXIT_OK
+        report.rebases += 1
+        if decision.move is Move.REBASE:
+            log.info("main moved to %s while this batch was staged: rebasing the audited files on "
+                     "it (attempt %d)", decision.main, attempt + 1)
+            try:
+                staged = rebase(spark, t, batch, staged, decision.main, int(time.time() * 1000))
+            except CommitConflict as e:
+                log.info("rebase: the table changed under the commit (%s); deciding again", e)
+                continue
+            report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
+            recheck_state(spark, p, t, checks, report, staged, ledger)
+            if blocking_failures(report):
+                return audit_failed(report)
+        else:
+            log.info("main moved to %s while this batch was staged: staging it again", decision.main)
+            staged = None
+    raise WapError(f"publish: main kept moving; gave up after {p.max_publish_retries} retries. "
+                   f"The audited batch is kept on branch {batch.branch}")
+
+
+def stage(spark, p, t, checks, report, batch, df):
+    """Write the batch to a branch of this run's own, made at main as it is now; the guard proves
+    the write landed there. Returns the staged snapshot_info and the metrics observed on the write."""
     with timed(report, "write"):
-        if drop_old:
-            drop_branch(spark, t, report.branch)
+        drop_branch(spark, t, batch.branch)  # a restage replaces this run's own earlier attempt
+        main = ref_id(iceberg_table(spark, t), "main")
+        if main is not None:  # on an empty table the write itself creates the branch
+            spark.sql(f"ALTER TABLE {t.sql} CREATE BRANCH {quote(batch.branch)} AS OF VERSION {main} "
+                      f"RETAIN {int(p.branch_retention_days)} DAYS")
+        since_ms = int(time.time() * 1000)
+        fault_point("before_write")
+        aggs = row_metrics(checks)[2] if p.audit_source == "write" else None
+        try:
+            observation = write_branch(spark, p, t, df, batch, aggs)
+        except Exception:
+            drop_branch(spark, t, batch.branch)  # it holds nothing of this run's: don't leave it
+            raise
+        fault_point("write")
+        staged = guard(spark, t, batch, since_ms)
+        if main is None:
+            set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
         if p.mode == "merge":
-            counts = merge_counts(spark, p, t, df, main_before)
+            counts = merge_counts(spark, p, t, df, staged["parent_id"])
             report.rows_inserted, report.rows_updated, report.rows_deleted = (
                 counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
-        aggs = row_metrics(checks)[2] if p.audit_source == "write" else None
-        staged, metrics = write_branch(spark, p, t, df, report.branch, report.batch_id, fingerprint,
-                                       main_before, aggs)
-        set_branch_retention(spark, t, report.branch, staged, p.branch_retention_days)
-    fault_point("write")
-    return staged, metrics
+    return staged, observed_metrics(staged["summary"], observation)
 
 
-def audit_and_publish(spark, p, t, checks, report, batch, staged, main_before, fingerprint,
-                      dropped_counts, metrics=None):
-    """Audit the staged snapshot and publish it; None means: main moved, stage again."""
-    report.staged_snapshot = staged
+def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, metrics, ledger):
+    """Every check against exactly the snapshot that will be published."""
+    report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
-        staged_df = read_staged(spark, t, staged, main_before, p.mode, batch, p)
-        whole = read_snapshot(spark, t, staged) if p.mode != "append" else None
-        report.checks, report.rows_written = audit(spark, t, checks, staged_df, main_before,
-                                                   dropped_counts, whole, metrics)
+        staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,
+                                batch_df, p)
+        whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
+        report.checks, report.rows_written = audit(spark, t, checks, staged_df, staged["parent_id"],
+                                                   ledger, dropped_counts, whole, metrics)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode != "merge":
-            summary = (snapshot_info(spark, t, staged) or {}).get("summary") or {}
-            report.rows_inserted = int(summary.get("added-records", 0))
-            report.rows_deleted = int(summary.get("deleted-records", 0))
-    fault_point("audit")
-    branch = report.branch
-    if report.rows_written == 0 and not report.rows_deleted and not blocking_failures(report):
-        report.status, report.main_snapshot_after = "nothing_to_publish", main_before
-        drop_branch(spark, t, branch)
-        log.info("the batch has no rows; nothing to publish")
-        return EXIT_OK
-    if blocking_failures(report):
-        report.main_snapshot_after = main_before
-        return audit_failed(report)
-    if not p.publish:
-        report.status, report.main_snapshot_after = "staged", main_before
-        log.info("audit passed; --publish false, so branch %s is kept:\n  %s", branch, report.inspect_sql)
-        return EXIT_OK
-    with timed(report, "publish"):
-        report.status = publish(spark, p, t, checks, report, staged, main_before,
-                                report.batch_id, fingerprint)
-    if report.status == "restage":
-        return None
-    if report.status == "audit_failed":
-        return audit_failed(report)
-    log.info("%s batch %s to %s (snapshot %s)", report.status.replace("_", " "), report.batch_id,
-             report.table, report.staged_snapshot)
-    return EXIT_OK
+            report.rows_inserted = int(staged["summary"].get("added-records", 0))
+            report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
+
+
+def recheck_state(spark, p, t, checks, report, staged, ledger):
+    """After a rebase the rows are the audited ones, but main around them changed: re-run the
+    checks that look at the table."""
+    recheck = [c for c in checks if c.check in STATE_CHECKS and c.action != "drop"]
+    if recheck:
+        results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
+                                                          staged["parent_id"]),
+                           staged["parent_id"], ledger)
+        by_name = {r["name"]: r for r in results}
+        report.checks = [by_name.get(r["name"], r) for r in report.checks]
 
 
 def audit_failed(report):
-    report.status = "audit_failed"
+    report.status = Status.AUDIT_FAILED
+    report.main_snapshot_after = report.main_snapshot_before
     log.error("audit failed (%s): main is unchanged; branch %s kept. Inspect it with:\n  %s",
               ", ".join(blocking_failures(report)), report.branch, report.inspect_sql)
     return EXIT_AUDIT_FAILED
 
 
-def resume_point(spark, t, branch, batch_id, fingerprint, current):
-    """A branch of this batch with a staged snapshot of the same input: audit it, do not rewrite."""
-    head = current.get(branch)
-    if head is None:
-        return None
-    info = snapshot_info(spark, t, head)
-    summary = (info or {}).get("summary") or {}
-    if (summary.get(BATCH_PROPERTY) == batch_id and summary.get(FINGERPRINT_PROPERTY) == fingerprint
-            and info["parent_id"] == current.get("main")):
-        return head
+def resume(spark, p, t, batch, table, main):
+    """An earlier run of this batch (one that crashed) staged the same input with the same config
+    on today's main: audit that snapshot instead of writing again, on a branch of this run's own
+    (the earlier branch is left alone; the publish drops every branch of the batch).
+    Returns its snapshot_info, or None."""
+    for name, ref in table.refs().items():
+        if not str(name).startswith(branch_prefix(batch.batch_id)) or not ref.isBranch():
+            continue
+        info = snapshot_info(spark, t, ref.snapshotId(), table)
+        summary = info["summary"]
+        if (summary.get(BATCH_PROPERTY) == batch.batch_id
+                and summary.get(FINGERPRINT_PROPERTY) == batch.input_fingerprint
+                and summary.get(CONFIG_PROPERTY) == batch.config_fingerprint
+                and info["parent_id"] == main):
+            spark.sql(f"ALTER TABLE {t.sql} CREATE BRANCH {quote(batch.branch)} AS OF VERSION "
+                      f"{info['snapshot_id']} RETAIN {int(p.branch_retention_days)} DAYS")
+            log.info("resuming batch %s from snapshot %s staged by run %s", batch.batch_id,
+                     info["snapshot_id"], summary.get(RUN_PROPERTY))
+            return info
     return None
 
 

@@ -25,7 +25,7 @@ def test_row_checks_cost_one_spark_job_however_many(spark):
     tracker = spark.sparkContext.statusTracker()
     spark.sparkContext.setJobGroup("one_scan", "audit")
     try:
-        results, total = wap_etl.audit(spark, None, checks, df, None)
+        results, total = wap_etl.audit(spark, None, checks, df, None, ledger=None)
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     assert total == 2000 and all(r["passed"] for r in results)

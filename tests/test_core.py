@@ -19,7 +19,7 @@ def test_clean_batch_is_published_and_branch_dropped(wap, orders):
     assert report.main_snapshot_after == refs["main"] == report.staged_snapshot
     assert report.main_snapshot_before is None
     assert report.rows_written == 3
-    assert report.branch == f"audit_{report.batch_id}"
+    assert report.branch == f"audit_{report.batch_id}_{report.run_id[:8]}"
     assert [c["passed"] for c in report.checks] == [True, True]
 
 
@@ -181,7 +181,7 @@ def test_write_that_reaches_main_is_caught_and_undone(wap, orders, monkeypatch, 
 
     monkeypatch.setattr(wap_etl, "ensure_table", wap_switched_off)
     code, report = wap.run([{"id": 9, "customer": "z", "amount": 1.0, "status": "new"}], checks=CLEAN_CHECKS)
-    assert code == 1 and "guard: main moved" in report.error and "taken off main" in report.error
+    assert code == 1 and "write reached main" in report.error and "taken off main again" in report.error
     assert (wap.refs()["main"], wap.rows()) == before
     assert wap.wap_branch_conf() is None
 

@@ -189,14 +189,6 @@ def test_status_lists_main_open_branches_and_last_runs(wap, capsys):
     assert "day2  audit_failed  failed: between_amount" in out and "day1  published" in out
 
 
-def test_status_reads_reports_from_s3(wap, aws, capsys):
-    boto3.client("s3").create_bucket(Bucket="reports")
-    assert wap.run(BAD, checks=POSITIVE, batch_id="d3", report_path="s3://reports/r")[0] == 3
-    capsys.readouterr()
-    wap_etl.run(["--status", "--table", wap.table, "--catalog", "local", "--report_path", "s3://reports/r"])
-    assert "d3  audit_failed" in capsys.readouterr().out
-
-
 def test_bad_alert_parameters_exit_2(wap):
     assert wap.run(ROWS, checks=[], alert_on="sometimes")[0] == 2
     assert wap.run(ROWS, checks=[], slack_webhook_url="ftp://x")[0] == 2

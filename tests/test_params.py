@@ -137,7 +137,7 @@ def test_cli_runs_end_to_end_in_a_subprocess(tmp_path):
     failed = subprocess.run(base + ["--source_path", str(bad), "--batch_id", "two"],
                             capture_output=True, text=True, env=env, timeout=300)
     assert failed.returncode == 3, failed.stderr[-3000:]
-    assert "VERSION AS OF 'audit_two'" in failed.stderr
+    assert "VERSION AS OF 'audit_two_" in failed.stderr
     report = json.loads((tmp_path / "reports" / "local.shop.orders" / "two.json").read_text())
     assert report["status"] == "audit_failed"
     assert report["main_snapshot_after"] == report["main_snapshot_before"] is not None

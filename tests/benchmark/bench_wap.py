@@ -156,6 +156,7 @@ def count_audit_jobs(spark, fn):
 def profile_audit(spark, table, report):
     """Where the audit's time goes: the same staged batch audited by groups of checks."""
     t = wap_etl.TableRef(CATALOG, NAMESPACE, table)
+    ledger = wap_etl.Ledger(spark, wap_etl.TableRef(CATALOG, NAMESPACE, f"{table}_wap_runs"))
     staged_df = wap_etl.read_staged(spark, t, report.staged_snapshot, report.main_snapshot_before)
     checks = wap_etl.parse_checks(CHECKS)
     groups = {"row checks + freshness (one scan)": [c for c in checks if c.row_level or c.check == "freshness"],
@@ -164,7 +165,7 @@ def profile_audit(spark, table, report):
     profile = {}
     for name, subset in groups.items():
         profile[name] = round(timed(lambda: wap_etl.audit(
-            spark, t, subset, staged_df, report.main_snapshot_before))[0], 3)
+            spark, t, subset, staged_df, report.main_snapshot_before, ledger))[0], 3)
     return profile
 
 

@@ -1,0 +1,252 @@
+"""Exactly-once: private run branches, a compare-and-swap publish and the run ledger hold whatever
+retries, races, rollbacks and snapshot expiry happen. Races run as real processes, lined up at a
+step of the protocol with WAP_PAUSE_AT, so the race always happens."""
+import json
+import os
+import time
+
+import pytest
+
+import wap_etl
+
+ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
+UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
+POSITIVE = [{"check": "between", "column": "amount", "min": 0}]
+
+
+def paused(gate, step):
+    return {"WAP_PAUSE_AT": step, "WAP_PAUSE_DIR": str(gate)}
+
+
+def release_when(gate, step, count, procs, timeout=300):
+    """Wait until `count` runs have reached `step`, then let them all go at once."""
+    deadline = time.time() + timeout
+    while len([n for n in os.listdir(gate) if n.endswith("." + step)]) < count:
+        dead = [p for p in procs if p.poll() is not None]
+        assert not dead, "a run ended before reaching " + step + ": " + dead[0].stdout.read()[-3000:]
+        assert time.time() < deadline, f"runs did not reach {step} in time"
+        time.sleep(0.2)
+    (gate / "go").touch()
+
+
+def finish(proc, timeout=400):
+    """Exit code and the run report a process logged."""
+    out, _ = proc.communicate(timeout=timeout)
+    lines = [line for line in out.splitlines() if "WAP_REPORT " in line]
+    assert lines, out[-3000:]
+    return proc.returncode, json.loads(lines[-1].split("WAP_REPORT ", 1)[1]), out
+
+
+def ledger(wap):
+    return [r.asDict(recursive=True) for r in wap.spark.table(f"{wap.sql}_wap_runs").collect()]
+
+
+def test_four_concurrent_writers_publish_every_batch_exactly_once(wap, tmp_path):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    batches = [[{"id": 10 * k + i, "amount": float(k)} for i in range(1, 4)] for k in range(1, 5)]
+    procs = [wap.cli(rows, env=paused(gate, "before_write"), checks=UNIQUE, max_publish_retries="10")
+             for rows in batches]
+    release_when(gate, "before_write", 4, procs)  # all four write while the others publish
+    results = [finish(p) for p in procs]
+    for code, report, out in results:
+        assert code == 0 and report["status"] == "published", out[-3000:]
+    assert wap.ids() == sorted([0] + [r["id"] for rows in batches for r in rows])
+    assert sum(report["rebases"] for _, report, _ in results) >= 1, "the publishes raced"
+    assert [n for n in wap.refs() if n.startswith("audit_")] == []
+
+
+def test_same_batch_twice_at_once_publishes_once(wap, tmp_path):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    procs = [wap.cli(path, env=paused(gate, "audit"), checks=UNIQUE) for _ in range(2)]
+    release_when(gate, "audit", 2, procs)  # both audited, both about to publish
+    results = [finish(p) for p in procs]
+    assert [code for code, _, _ in results] == [0, 0], [out[-2000:] for _, _, out in results]
+    assert sorted(r["status"] for _, r, _ in results) == ["already_published", "published"]
+    assert results[0][1]["batch_id"] == results[1][1]["batch_id"]
+    assert results[0][1]["branch"] != results[1][1]["branch"], "each run stages on its own branch"
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
+def test_same_batch_id_with_bad_input_meanwhile_never_reaches_main(wap, tmp_path):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=POSITIVE)[0] == 0
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    good = wap.cli(ROWS, env=paused(gate, "audit"), checks=POSITIVE, batch_id="day1")
+    deadline = time.time() + 300
+    while not [n for n in os.listdir(gate) if n.endswith(".audit")]:
+        assert good.poll() is None and time.time() < deadline
+        time.sleep(0.2)
+    # the good run has audited its rows; now a bad run of the same batch id stages and fails
+    bad_rows = [{"id": 100 + i, "amount": -1.0} for i in range(3)]
+    code, bad, out = finish(wap.cli(bad_rows, checks=POSITIVE, batch_id="day1"))
+    assert code == 3 and bad["status"] == "audit_failed", out[-2000:]
+    (gate / "go").touch()
+    code, report, out = finish(good)
+    assert code == 0 and report["status"] == "published", out[-2000:]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+    assert all(r["amount"] >= 0 for r in wap.rows())
+    assert wap.ids(bad["branch"])[-3:] == [100, 101, 102], "the failed run keeps its own branch"
+
+
+def test_published_batch_rerun_after_snapshot_expiry_is_already_published(wap, spark):
+    path = wap.csv(ROWS)
+    assert wap.run(path, checks=UNIQUE)[0] == 0
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0
+    from datetime import datetime, timedelta, timezone
+    later = (datetime.now(timezone.utc) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', "
+              f"older_than => TIMESTAMP '{later}', retain_last => 1)")
+    assert spark.table(f"{wap.sql}.snapshots").count() == 1
+    main = wap.refs()["main"]
+    code, report = wap.run(path, checks=UNIQUE)
+    assert code == 0 and report.status == "already_published"
+    assert wap.refs() == {"main": main} and wap.ids() == [1, 2, 3, 4, 5, 50]
+
+
+def test_rerun_with_the_failing_check_switched_to_drop_quarantines_the_rows(wap, spark):
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    check = {"check": "between", "column": "amount", "min": 0, "name": "positive"}
+    code, failed = wap.run(path, checks=[check], batch_id="d1")
+    assert code == 3
+    code, report = wap.run(path, checks=[dict(check, action="drop")], batch_id="d1")
+    assert code == 0 and report.status == "published"
+    assert report.staged_snapshot != failed.staged_snapshot, "staged afresh, not resumed"
+    assert wap.ids() == [1, 2, 3, 4, 5]
+    quarantined = spark.table(f"{wap.sql}_quarantine").collect()
+    assert [(r["id"], r["_wap_failed_checks"]) for r in quarantined] == [(6, ["positive"])]
+
+
+class Crash(Exception):
+    pass
+
+
+def test_resume_needs_the_same_config(wap, monkeypatch):
+    from pyspark.sql import functions as F
+    path = wap.csv(ROWS)
+
+    def crash(step):
+        if step == "write":
+            raise Crash("killed after the write")
+    monkeypatch.setattr(wap_etl, "fault_point", crash)
+    code, first = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert code == 1 and wap.ids(first.branch) == [1, 2, 3, 4, 5]
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.withColumn("amount", F.col("amount") * 10))
+    code, report = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert code == 0 and report.staged_snapshot != first.staged_snapshot
+    assert [r["amount"] for r in wap.rows()] == [10.0, 20.0, 30.0, 40.0, 50.0]
+
+
+def test_main_rolled_back_between_stage_and_publish_stays_rolled_back(wap, spark, monkeypatch):
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=UNIQUE)[0] == 0
+    before_bad_batch = wap.refs()["main"]
+    assert wap.run([{"id": 2, "amount": 2.0}], checks=UNIQUE)[0] == 0
+
+    def operator_rolls_back(step):
+        if step == "audit":
+            spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before_bad_batch})")
+    monkeypatch.setattr(wap_etl, "fault_point", operator_rolls_back)
+    code, report = wap.run([{"id": 3, "amount": 3.0}], checks=UNIQUE)
+    assert code == 0 and report.status == "published" and report.rebases == 1
+    assert wap.ids() == [1, 3], "the rolled-back batch stays gone"
+
+
+def test_main_moving_during_the_write_is_not_an_error(wap, spark, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+
+    def another_publish(step):
+        if step == "write":
+            spark.sql(f"INSERT INTO {wap.sql} VALUES (99, 9.0)")
+    monkeypatch.setattr(wap_etl, "fault_point", another_publish)
+    code, report = wap.run(ROWS, checks=UNIQUE)
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 99]
+
+
+def test_guard_undo_refuses_when_mains_head_is_another_runs_snapshot(wap, spark, monkeypatch):
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=UNIQUE)[0] == 0
+
+    def trap(step):
+        if step == "before_write":  # someone turns WAP off: our write goes straight to main
+            spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
+        if step == "write":  # and another writer commits on top of it before the guard looks
+            spark.sql(f"INSERT INTO {wap.sql} VALUES (99, 9.0)")
+    monkeypatch.setattr(wap_etl, "fault_point", trap)
+    code, report = wap.run([{"id": 2, "amount": 2.0}], checks=UNIQUE)
+    assert code == 1 and "NOT undone" in report.error
+    head = spark.sql(f"SELECT summary FROM {wap.sql}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0]
+    assert wap.ids() == [1, 2, 99], "the other writer's commit is still on main"
+    assert head.get("wap.run_id") is None
+    t = wap_etl.TableRef("local", wap.ns, "orders")
+    assert wap_etl.undo_write_to_main(spark, t, report.run_id) is False
+    assert wap.ids() == [1, 2, 99]
+
+
+def test_every_snapshot_carries_the_run_identity(wap, spark):
+    code, report = wap.run(ROWS, checks=UNIQUE)
+    summary = spark.sql(f"SELECT summary FROM {wap.sql}.snapshots").first()[0]
+    assert summary["wap.run_id"] == report.run_id and summary["wap.batch_id"] == report.batch_id
+    assert summary["wap.input_fingerprint"] == report.input_fingerprint
+    assert summary["wap.config_fingerprint"] == report.config_fingerprint
+    assert report.branch.startswith(f"audit_{report.batch_id}_")
+
+
+def test_ledger_records_published_failed_error_and_already_published_runs(wap, spark):
+    path = wap.csv(ROWS)
+    assert wap.run(path, checks=POSITIVE)[0] == 0
+    assert wap.run(path, checks=POSITIVE)[0] == 0
+    assert wap.run([{"id": 9, "amount": -9.0}], checks=POSITIVE)[0] == 3
+    assert wap.run(wap.csv([{"id": "ten", "amount": 1.0}]), checks=POSITIVE)[0] == 1
+    rows = sorted(ledger(wap), key=lambda r: r["started_at"])
+    assert [(r["status"], r["exit_code"]) for r in rows] == [
+        ("published", 0), ("already_published", 0), ("audit_failed", 3), ("error", 1)]
+    published, _, failed, error = rows
+    assert published["rows_written"] == 5 and published["main_snapshot_after"] == wap.refs()["main"]
+    assert published["input_files"] == [f"file://{path}"]
+    assert failed["checks"] == [{"name": "between_amount", "check": "between", "action": "fail",
+                                 "passed": False, "failing_rows": 1, "observed": None}]
+    assert failed["branch"].startswith("audit_") and failed["staged_snapshot"] is not None
+    assert "ten" in error["error"] and error["finished_at"] >= error["started_at"]
+    assert len({r["run_id"] for r in rows}) == 4
+
+
+def test_runs_table_parameter_names_the_ledger(wap, spark):
+    assert wap.run(ROWS, checks=[], runs_table=f"{wap.ns}.audit_log")[0] == 0
+    assert spark.table(f"local.{wap.ns}.audit_log").count() == 1
+    assert not spark.catalog.tableExists(f"{wap.sql}_wap_runs")
+
+
+def test_publish_missing_from_the_ledger_is_backfilled(wap, spark, monkeypatch):
+    real = wap_etl.Ledger.record
+
+    def broken(self, rows):
+        raise RuntimeError("ledger unavailable")
+    monkeypatch.setattr(wap_etl.Ledger, "record", broken)
+    code, first = wap.run(ROWS, checks=[])
+    assert code == 0 and first.status == "published" and wap.ids() == [1, 2, 3, 4, 5]
+    monkeypatch.setattr(wap_etl.Ledger, "record", real)
+    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)
+    assert wap.run([{"id": 6, "amount": 6.0}], checks=[])[0] == 0
+    by_run = {r["run_id"]: r for r in ledger(wap)}
+    assert by_run[first.run_id]["status"] == "published"
+    assert by_run[first.run_id]["main_snapshot_after"] == first.main_snapshot_after
+    assert by_run[first.run_id]["rows_written"] == 5
+
+
+def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
+    from conftest import write_csv
+    folder = tmp_path / "incoming"
+    for day, ids in enumerate([[1, 2], [3], [4, 5, 6]]):
+        write_csv(folder / f"day{day}.csv", [{"id": i, "amount": float(i)} for i in ids])
+        code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+        assert code == 0 and report.status == "published", report.error
+        assert len(report.input_files) == 1 and report.input_files[0].endswith(f"day{day}.csv")
+    assert wap.ids() == [1, 2, 3, 4, 5, 6]
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 0 and report.status == "nothing_to_publish"
+    assert wap.ids() == [1, 2, 3, 4, 5, 6]
