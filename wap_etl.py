@@ -81,6 +81,7 @@ RUN_PROPERTY = "wap.run_id"
 FINGERPRINT_PROPERTY = "wap.input_fingerprint"
 CONFIG_PROPERTY = "wap.config_fingerprint"
 FILES_PROPERTY = "wap.input_files"  # only with --source_files new: the files it consumed
+SOURCE_SNAPSHOT_PROPERTY = "source-snapshot-id"  # Iceberg's own: what a rebased snapshot re-commits
 SOURCE_FORMATS = ("csv", "json", "parquet")
 MODES = ("append", "overwrite_partitions", "merge")
 
@@ -256,8 +257,10 @@ def parse_json_param(name, text, kind):
         value = json.loads(text)
     except ValueError as e:
         raise bad_input(f"--{name}: not valid JSON ({e})") from None
-    if not isinstance(value, kind):
-        raise bad_input(f"--{name}: expected a JSON {kind.__name__.replace('dict', 'object')}")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds):
+        names = " or ".join({"dict": "object"}.get(k.__name__, k.__name__) for k in kinds)
+        raise bad_input(f"--{name}: expected a JSON {names}, got {type(value).__name__}")
     return value
 
 
@@ -272,7 +275,8 @@ def parse_table_name(name, value):
     """namespace.table, both plain identifiers: the catalog comes from --catalog."""
     parts = str(value).split(".")
     if len(parts) != 2:
-        raise bad_input(f"--{name}: expected namespace.table, got {value!r}")
+        raise bad_input(f"--{name}: expected namespace.table, got {value!r}"
+                        + (" (the catalog goes in --catalog)" if len(parts) == 3 else ""))
     return check_identifier(f"--{name}", parts[0]), check_identifier(f"--{name}", parts[1])
 
 
@@ -297,7 +301,7 @@ def load_checks_param(value):
     if value is None:
         return [dict(c) for c in CHECKS]
     text = value.strip()
-    if not text.startswith(("[", "{")):
+    if not text.startswith(("[", "{", '"')):
         try:
             text = read_text(text)
         except (OSError, Exception) as e:  # noqa: B014 - boto3 errors have no common base here
@@ -310,16 +314,63 @@ def load_checks_param(value):
     return checks
 
 
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
+MAX_LISTED_FILES = 10_000
+
+
 def infer_format(path):
-    """Guess the reader from the extension of the path or, for a local folder, of its files."""
-    candidates = [path]
-    if "://" not in path and os.path.isdir(path):
-        candidates = sorted(os.listdir(path))
-    for name in candidates:
-        ext = os.path.splitext(name.rstrip("/").lower())[1]
-        if ext in SOURCE_EXTENSIONS:
-            return SOURCE_EXTENSIONS[ext]
-    raise bad_input(f"--source_format: cannot infer it from {path!r}; pass csv, json or parquet")
+    """The reader, from the path's extension or, for a folder (local or s3://), from its files:
+    they must all be of one known kind."""
+    names = [path] if extension_of(path) in SOURCE_EXTENSIONS else list_folder(path)
+    extensions = sorted({extension_of(n) for n in names})
+    formats = {SOURCE_EXTENSIONS.get(e) for e in extensions}
+    if len(formats) == 1 and None not in formats:
+        return formats.pop()
+    found = ", ".join(e or "(none)" for e in extensions) if extensions else "no files"
+    raise bad_input(f"--source_format: cannot infer it from {path!r} (found {found}); "
+                    "pass csv, json or parquet")
+
+
+def extension_of(name):
+    """'.csv' for part-0.csv.gz; '' when there is none."""
+    base = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    for suffix in COMPRESSION_SUFFIXES:
+        if base.endswith(suffix) and base.count(".") > 1:
+            base = base[:-len(suffix)]
+            break
+    return os.path.splitext(base)[1]
+
+
+def list_folder(path):
+    """Names of the data files in a folder: local (recursively) or an s3:// prefix; files and
+    folders starting with _ or . are skipped, as Spark's readers do."""
+    names = []
+    if path.startswith("s3://"):
+        import boto3
+        bucket, prefix = split_s3(path)
+        prefix = prefix.rstrip("/") + "/" if prefix else ""
+        pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for page in pages:
+            for obj in page.get("Contents", []):
+                parts = obj["Key"][len(prefix):].split("/")
+                if not any(part.startswith(("_", ".")) for part in parts):
+                    names.append(obj["Key"])
+            if len(names) >= MAX_LISTED_FILES:
+                break
+    elif os.path.isdir(path):
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+            names += [n for n in files if not n.startswith(("_", "."))]
+    return names
+
+
+def check_catalog_is_safe(catalog, catalog_type, warehouse):
+    """A hadoop catalog commits by renaming a file, which S3 cannot do atomically: concurrent runs
+    could lose each other's commits, and exactly-once rests on atomic commits."""
+    if catalog_type == "hadoop" and str(warehouse or "").startswith(("s3://", "s3a://", "s3n://")):
+        raise bad_input(f"--catalog_type: catalog {catalog!r} is a hadoop catalog on {warehouse}, which "
+                        "has no atomic commit (concurrent runs could lose commits); use "
+                        "--catalog_type glue")
 
 
 def parse_params(argv):
@@ -341,17 +392,25 @@ def parse_params(argv):
         if os.path.isdir(source_path) and not any(not n.startswith((".", "_"))
                                                   for n in os.listdir(source_path)):
             raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
+        if os.path.isfile(source_path) and os.path.getsize(source_path) == 0:
+            raise bad_input(f"--source_path: {source_path!r} is empty (0 bytes)")
     namespace, table_name = parse_table_name("table", raw["table"])
     runs_namespace, runs_name = (parse_table_name("runs_table", raw["runs_table"]) if raw["runs_table"]
                                  else (namespace, f"{table_name}_wap_runs"))
     source_files = (raw["source_files"] or "all").lower()
     if source_files not in ("all", "new"):
         raise bad_input(f"--source_files: expected all or new, got {source_files!r}")
+    if source_files == "new" and raw["batch_id"]:
+        raise bad_input("--batch_id: not with --source_files new, where each run's batch is its new "
+                        "files (the batch id is their fingerprint)")
+    if runs_namespace == namespace and runs_name in (table_name, f"{table_name}_quarantine"):
+        raise bad_input(f"--runs_table: {runs_namespace}.{runs_name} is the table or its quarantine")
     catalog = check_identifier("--catalog", raw["catalog"])
     catalog_type = raw["catalog_type"] or ("glue" if glue else "hadoop")
     if catalog_type not in ("glue", "hadoop"):
         raise bad_input(f"--catalog_type: expected glue or hadoop, got {catalog_type!r}")
     warehouse = raw["warehouse"] or ("./warehouse" if catalog_type == "hadoop" else None)
+    check_catalog_is_safe(catalog, catalog_type, warehouse)
     if catalog_type == "hadoop" and "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
     source_format = (raw["source_format"] or ("csv" if status else infer_format(source_path))).lower()
@@ -601,6 +660,8 @@ def validate_checks_against(spark, checks, df):
         if c.check == "schema":
             for column, type_text in c.schema.items():
                 spark_type_string(spark, label, type_text)
+        if c.check in ("between", "accepted_values"):
+            check_bound_types(c, label, df.select(col(c.column)).schema[0].dataType)
         if c.check in ("between", "accepted_values", "regex"):
             try:
                 df.select(failing_rows_condition(c)).schema
@@ -612,6 +673,36 @@ def validate_checks_against(spark, checks, df):
             if not isinstance(dtype, (T.DateType, T.TimestampType, T.TimestampNTZType)):
                 raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
                                 "freshness needs a date or timestamp")
+
+
+def check_bound_types(c, label, dtype):
+    """Bounds and accepted values must be of the column's kind: a string bound on a number column
+    makes every comparison NULL, and the check would silently pass every row."""
+    from datetime import date
+    from pyspark.sql import types as T
+    values = [v for v in ([c.min, c.max] if c.check == "between" else c.values) if v is not None]
+    if isinstance(dtype, T.NumericType):
+        kind, ok = "a number", is_number
+    elif isinstance(dtype, T.DateType):
+        kind, ok = "an ISO date (YYYY-MM-DD)", lambda v: isinstance(v, str) and parses(date.fromisoformat, v)
+    elif isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        kind, ok = "an ISO timestamp", lambda v: isinstance(v, str) and parses(datetime.fromisoformat, v)
+    elif isinstance(dtype, T.BooleanType):
+        kind, ok = "true or false", lambda v: isinstance(v, bool)
+    else:
+        return
+    for v in values:
+        if not ok(v):
+            raise bad_input(f"{label}: {json.dumps(v)} is not {kind}, as column {c.column!r} "
+                            f"({dtype.simpleString()}) needs")
+
+
+def parses(parse, text):
+    try:
+        parse(text)
+        return True
+    except ValueError:
+        return False
 
 
 def spark_type_string(spark, label, type_text):
@@ -712,11 +803,17 @@ def create_session(p):
     if ICEBERG_EXTENSIONS not in (spark.conf.get("spark.sql.extensions", "") or ""):
         raise bad_input("session: spark.sql.extensions must include " + ICEBERG_EXTENSIONS
                         + " (on Glue: --datalake-formats iceberg and --conf, see README)")
-    if not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
+    prefix = f"spark.sql.catalog.{p.catalog}"
+    if not spark.conf.get(prefix, None):
         if p.catalog_type == "glue" and not p.warehouse:
             raise bad_input("--warehouse: required for a glue catalog (an s3:// prefix)")
         for key, value in catalog_conf(p).items():
             spark.conf.set(key, value)
+    check_catalog_is_safe(p.catalog, spark.conf.get(f"{prefix}.type", None),
+                          spark.conf.get(f"{prefix}.warehouse", None))
+    if (spark.conf.get(f"{prefix}.cache-enabled", "true") or "true").lower() != "false":
+        log.warning("catalog %s caches tables, but the guard and exactly-once need fresh metadata: "
+                    "set %s.cache-enabled=false (on Glue: in --conf)", p.catalog, prefix)
     return spark, glue_job
 
 
@@ -731,13 +828,19 @@ def read_source(spark, p, table_schema=None, paths=None):
     same types every batch (a header-only file would otherwise infer strings), and FAILFAST, so
     a malformed value fails the run instead of becoming NULL.
     """
-    options = {"header": "true", "inferSchema": "true"} if p.source_format == "csv" else {}
+    options = {"csv": {"header": "true", "inferSchema": "true"},
+               "parquet": {"mergeSchema": "true"}}.get(p.source_format, {})
     options.update({k: str(v) for k, v in p.source_options.items()})
     use_table = (p.source_format == "csv" and table_schema is not None
                  and options.get("header", "false").lower() == "true"
                  and "inferSchema" not in p.source_options
                  and p.source_schema in ("auto", "table"))
-    paths = paths or p.source_path
+    if paths is None or paths == [p.source_path]:
+        paths = p.source_path
+    else:  # --source_files new: literal files under the folder, partition folders (k=v) kept
+        if extension_of(p.source_path) == "":
+            options.setdefault("basePath", p.source_path)
+        paths = [re.sub(r"([\\\[\]{}*?])", r"\\\1", f) for f in paths]
     if p.source_schema == "table" and table_schema is None:
         log.info("--source_schema table: the table does not exist yet, so types are inferred")
     try:
@@ -757,7 +860,76 @@ def read_source(spark, p, table_schema=None, paths=None):
             raise bad_input(f"--source_path: {message}") from None
         if "UNABLE_TO_INFER_SCHEMA" in message:
             raise bad_input(f"--source_path: no readable {p.source_format} data ({message})") from None
+        if "CANNOT_MERGE" in message or "Failed to merge" in message:
+            raise bad_input(f"--source_path: the parquet files under {p.source_path!r} have clashing "
+                            f"schemas ({message})") from None
         raise
+
+
+def check_columns(df, what, csv_header=False):
+    """Column names Iceberg, Glue and SQL engines all carry: no duplicates (in any case), no dots,
+    backticks or control characters."""
+    lowered = [n.lower() for n in df.columns]
+    dupes = {n for n in lowered if lowered.count(n) > 1}
+    if csv_header:  # Spark renames a CSV header's duplicates to <name><position>: see through it
+        bases = [n[:-len(str(i))] for i, n in enumerate(lowered) if n.endswith(str(i)) and n != str(i)]
+        dupes |= {n for n in bases if bases.count(n) > 1}
+    if dupes:
+        raise bad_input(f"{what}: duplicate column name {', '.join(sorted(dupes))} "
+                        f"(columns: {', '.join(df.columns)})")
+    for name in df.columns:
+        if "." in name or "`" in name or any(ord(ch) < 32 for ch in name):
+            raise bad_input(f"{what}: column {name!r} has a dot, backtick or control character, "
+                            "which Iceberg tables and SQL engines do not handle well; rename it")
+
+
+def check_source_records(spark, p, source):
+    """JSON records Spark could not parse surface as a _corrupt_record column: name the first."""
+    from pyspark.sql import functions as F
+    if p.source_format != "json" or "_corrupt_record" not in source.columns:
+        return
+    # cached: Spark refuses a query of raw JSON that looks at the corrupt-record column alone
+    first = (source.withColumn("_wap_file", F.input_file_name()).cache()
+             .filter(F.col("_corrupt_record").isNotNull()).first())
+    raise bad_input(f"--source_path: {record_location(first['_wap_file'], first['_corrupt_record'])}: "
+                    f"malformed JSON record {first['_corrupt_record'][:120]!r}")
+
+
+def record_location(file, record):
+    """'<file> line N' for a local file whose line N is the record, else the file."""
+    local = file[len("file:"):].lstrip("/") if file.startswith("file:") else None
+    if local is not None:
+        try:
+            with open("/" + local, encoding="utf-8", errors="replace") as f:
+                for number, line in enumerate(f, 1):
+                    if line.rstrip("\r\n") == record.rstrip("\r\n"):
+                        return f"{file} line {number}"
+        except OSError:
+            pass
+    return file
+
+
+def explain_read_failure(spark, p, source, paths, error):
+    """A write that failed on a malformed CSV row becomes bad input naming the file, line and
+    row (CSV into an existing table is read FAILFAST); anything else is returned unchanged."""
+    from pyspark.sql import functions as F, types as T
+    text = str(error)
+    if p.source_format != "csv" or not ("MALFORMED_RECORD" in text or "Malformed records" in text):
+        return error
+    reader = spark.read.format("csv").options(
+        **{k: str(v) for k, v in p.source_options.items()}, header="true", mode="PERMISSIVE",
+        columnNameOfCorruptRecord="_wap_corrupt")
+    try:
+        schema = T.StructType(source.schema.fields + [T.StructField("_wap_corrupt", T.StringType())])
+        bad = (reader.schema(schema).load(paths).withColumn("_wap_file", F.input_file_name()).cache()
+               .filter(F.col("_wap_corrupt").isNotNull()).first())
+    except Exception:
+        bad = None
+    if bad is None:
+        return bad_input(f"--source_path: a malformed CSV row ({first_line(error)})")
+    return bad_input(f"--source_path: {record_location(bad['_wap_file'], bad['_wap_corrupt'])}: "
+                     f"malformed CSV row {bad['_wap_corrupt'][:120]!r} (its values do not fit the "
+                     "table's column types)")
 
 
 def list_source_files(spark, path):
@@ -805,16 +977,16 @@ def fingerprint_input(spark, p, df):
 def fingerprint_config(p, checks):
     """Everything that decides which rows a run publishes, besides the input: a rerun whose checks,
     transform, mode, keys, reader or schema handling changed must stage afresh, never resume."""
-    try:
-        transform_code = inspect.getsource(transform)
+    try:  # the transform and everything it may call in this file
+        transform_code = inspect.getsource(transform) + inspect.getsource(sys.modules[__name__])
     except (OSError, TypeError):  # no source file (a notebook, a pickled function): its bytecode
         code = transform.__code__
         transform_code = code.co_code.hex() + repr(code.co_consts) + repr(code.co_names)
     config = {"checks": [asdict(c) for c in checks], "transform": transform_code, "mode": p.mode,
               "merge_keys": p.merge_keys, "delete_condition": p.delete_condition,
               "source_format": p.source_format, "source_options": p.source_options,
-              "source_schema": p.source_schema, "schema_evolution": p.schema_evolution,
-              "partition_by": p.partition_by}
+              "source_schema": p.source_schema, "source_files": p.source_files,
+              "schema_evolution": p.schema_evolution, "partition_by": p.partition_by}
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -828,6 +1000,11 @@ class Batch:
     config_fingerprint: str
     input_files: list
     track_files: bool = False  # --source_files new: the snapshot records the files it consumed
+    columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
+    quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
+
+    def __post_init__(self):
+        self.quarantine_run = self.quarantine_run or self.run_id
 
     @property
     def branch(self):
@@ -950,7 +1127,8 @@ class History:
 # The run ledger: one row per run, so exactly-once, `volume`, `--status` and reports outlive
 # snapshot expiry. Users query it like any Iceberg table (Athena, Spark).
 LEDGER_COLUMNS = (
-    "run_id string, batch_id string, status string, exit_code int, mode string, branch string, "
+    "table_name string, run_id string, batch_id string, status string, exit_code int, mode string, "
+    "branch string, "
     "main_snapshot_before bigint, main_snapshot_after bigint, staged_snapshot bigint, "
     "rows_written bigint, rows_dropped bigint, rows_inserted bigint, rows_updated bigint, "
     "rows_deleted bigint, checks array<struct<name: string, check: string, action: string, "
@@ -972,9 +1150,14 @@ class Published:
 class Ledger:
     """The run ledger table `<namespace>.<table>_wap_runs` (or --runs_table)."""
 
-    def __init__(self, spark, ref):
-        self.spark, self.ref = spark, ref
+    def __init__(self, spark, ref, table):
+        self.spark, self.ref, self.table = spark, ref, table  # `table`: catalog.namespace.name
         self._published = None
+
+    def runs(self):
+        """This table's rows: a ledger may be shared by several tables (--runs_table)."""
+        from pyspark.sql import functions as F
+        return self.spark.table(self.ref.sql).filter(F.col("table_name") == self.table)
 
     def exists(self):
         return table_exists(self.spark, self.ref)
@@ -984,7 +1167,7 @@ class Ledger:
         if self._published is None:
             self._published = []
             if self.exists():
-                rows = (self.spark.table(self.ref.sql).filter("status = 'published'")
+                rows = (self.runs().filter("status = 'published'")
                         .select("run_id", "batch_id", "main_snapshot_after", "input_files").collect())
                 seen = set()
                 for r in rows:  # a backfilled row and the run's own row may both exist
@@ -995,12 +1178,15 @@ class Ledger:
                                                           tuple(r["input_files"] or ())))
         return self._published
 
+    def forget(self):
+        self._published = None
+
     def recent(self, limit, status=None):
         """The newest runs (one row per run id), newest first."""
         if not self.exists():
             return []
         from pyspark.sql import Window, functions as F
-        df = self.spark.table(self.ref.sql)
+        df = self.runs()
         if status is not None:
             df = df.filter(F.col("status") == str(status))
         newest = Window.partitionBy("run_id").orderBy(F.col("finished_at").desc_nulls_last())
@@ -1012,9 +1198,9 @@ class Ledger:
         if not rows:
             return
         if not self.exists():
-            create_table(self.spark, self.ref, LEDGER_COLUMNS)
+            create_table(self.spark, self.ref, LEDGER_COLUMNS, retries=20)
         self.spark.createDataFrame(rows, LEDGER_COLUMNS).writeTo(self.ref.sql).append()
-        self._published = None
+        self.forget()
 
     def backfill(self, marks):
         """Publishes that reached main but not the ledger (its write failed after the publish):
@@ -1022,7 +1208,7 @@ class Ledger:
         runs = {r.run_id for r in self.published()}
         snapshots = {r.snapshot_id for r in self.published()}
         cutoff = (time.time() - BACKFILL_GRACE_SECONDS) * 1000
-        rows = [ledger_row_of_snapshot(m) for m in marks if m.batch_id is not None
+        rows = [ledger_row_of_snapshot(m, self.table) for m in marks if m.batch_id is not None
                 and m.timestamp_ms < cutoff and m.run_id not in runs and m.snapshot_id not in snapshots]
         if rows:
             log.warning("run ledger: backfilling %d published run(s) missing from %s.%s",
@@ -1030,10 +1216,10 @@ class Ledger:
             self.record(rows)
 
 
-def ledger_row_of_snapshot(mark):
+def ledger_row_of_snapshot(mark, table):
     s = mark.summary
     at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc)
-    return {"run_id": mark.run_id or f"snapshot-{mark.snapshot_id}", "batch_id": mark.batch_id,
+    return {"table_name": table, "run_id": mark.run_id or f"snapshot-{mark.snapshot_id}", "batch_id": mark.batch_id,
             "status": str(Status.PUBLISHED), "exit_code": EXIT_OK, "mode": None, "branch": None,
             "main_snapshot_before": mark.parent_id, "main_snapshot_after": mark.snapshot_id,
             "staged_snapshot": mark.snapshot_id, "rows_written": int(s.get("added-records", 0)),
@@ -1045,10 +1231,11 @@ def ledger_row_of_snapshot(mark):
             "error": "backfilled from the snapshot summary: the run's own ledger write failed"}
 
 
-def create_table(spark, ref, columns_ddl, partition_by=(), wap=False):
+def create_table(spark, ref, columns_ddl, partition_by=(), wap=False, retries=None):
     """CREATE TABLE IF NOT EXISTS (format v2), tolerating a concurrent run that created it first."""
     partitioned = f"PARTITIONED BY ({', '.join(quote(c) for c in partition_by)}) " if partition_by else ""
     wap_on = ", 'write.wap.enabled'='true'" if wap else ""
+    wap_on += f", 'commit.retry.num-retries'='{int(retries)}'" if retries else ""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.namespace)}")
     try:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {ref.sql} ({columns_ddl}) USING iceberg {partitioned}"
@@ -1058,42 +1245,72 @@ def create_table(spark, ref, columns_ddl, partition_by=(), wap=False):
             raise
 
 
-def ensure_table(spark, p, t, df):
-    """Create namespace and table if missing; make sure WAP is on for the table."""
+UNPARTITIONED_OVERWRITE = ("--mode overwrite_partitions: the table is not partitioned, so it would "
+                           "replace the whole table; use --partition_by when creating it")
+
+
+@dataclass
+class TablePlan:
+    """What the table needs before this batch can be written. Decided, with every refusal, before
+    anything is written: bad input leaves no table, column or property behind."""
+    df: object  # the batch lined up with the table's columns
+    create: bool = False
+    add_columns: list = field(default_factory=list)  # StructFields, for --schema_evolution add_columns
+    enable_wap: bool = False
+
+
+def plan_table(spark, p, t, df):
+    """Check the batch against the table (or the table it will create) and line it up."""
+    from pyspark.sql import types as T
     if not table_exists(spark, t):
+        lower = {x.lower() for x in df.columns}
         for c in p.partition_by:
-            if c.lower() not in {x.lower() for x in df.columns}:
+            if c.lower() not in lower:
                 raise bad_input(f"--partition_by: unknown column {c!r}; columns: {', '.join(df.columns)}")
-        create_table(spark, t, ddl_of(spark, df.schema), p.partition_by, wap=True)
-        log.info("created table %s.%s", t.catalog, t.ident)
-    # With write.wap.enabled off, Iceberg silently ignores spark.wap.branch and the rows land on
-    # main. So it is set here and never unset: a run that turned it off could make a concurrent
-    # run's "staged" write go straight to main.
-    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {t.sql}").collect()}
-    if props.get("write.wap.enabled", "").lower() != "true":
-        spark.sql(f"ALTER TABLE {t.sql} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+        if p.mode == "overwrite_partitions" and not p.partition_by:
+            raise bad_input(UNPARTITIONED_OVERWRITE)
+        return TablePlan(df=df, create=True)
     if p.mode == "overwrite_partitions" and iceberg_table(spark, t).spec().isUnpartitioned():
-        raise bad_input("--mode overwrite_partitions: the table is not partitioned, so it would "
-                        "replace the whole table; use --partition_by when creating it")
-    extra = new_columns(spark, t, df)
-    if extra and p.schema_evolution == "add_columns":
-        # Iceberg schemas are table-wide: the new columns appear (empty) on main right away.
-        spark.sql(f"ALTER TABLE {t.sql} ADD COLUMNS ("
-                  + ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in extra) + ")")
-        log.info("added columns %s to %s", ", ".join(f.name for f in extra), t.ident)
+        raise bad_input(UNPARTITIONED_OVERWRITE)
+    table_schema = spark.table(t.sql).schema
+    known = {f.name.lower() for f in table_schema.fields}
+    extra = [f for f in df.schema.fields if f.name.lower() not in known]
+    add = extra if p.schema_evolution == "add_columns" else []
     # merge may carry source-only columns (a CDC op code) that only --delete_condition reads
-    keep_extra = p.mode == "merge" and bool(p.delete_condition)
-    return align_to_table(spark, t, df, keep_extra)
+    keep = [f.name for f in extra] if p.mode == "merge" and p.delete_condition and not add else []
+    if extra and not add and not keep:
+        raise bad_input(f"schema: the batch has columns the table lacks: "
+                        f"{', '.join(f.name for f in extra)} (--schema_evolution add_columns adds them)")
+    target = T.StructType(table_schema.fields + [T.StructField(f.name, f.dataType, True) for f in add])
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {t.sql}").collect()}
+    return TablePlan(df=align_to_schema(df, target, keep), add_columns=add,
+                     enable_wap=props.get("write.wap.enabled", "").lower() != "true")
+
+
+def prepare_table(spark, p, t, plan):
+    """Carry out the plan: the run's first writes."""
+    if plan.create:
+        create_table(spark, t, ddl_of(spark, plan.df.schema), p.partition_by, wap=True)
+        log.info("created table %s.%s", t.catalog, t.ident)
+    elif plan.enable_wap:
+        # With write.wap.enabled off, Iceberg silently ignores spark.wap.branch and the rows land on
+        # main. So it is set here and never unset: a run that turned it off could make a concurrent
+        # run's "staged" write go straight to main.
+        spark.sql(f"ALTER TABLE {t.sql} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+    if plan.add_columns:
+        add_columns(spark, t, plan.add_columns)
+
+
+def add_columns(spark, t, fields):
+    """Iceberg schemas are table-wide: the new columns appear (empty) on main right away."""
+    spark.sql(f"ALTER TABLE {t.sql} ADD COLUMNS ("
+              + ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields) + ")")
+    log.info("added columns %s to %s.%s", ", ".join(f.name for f in fields), t.catalog, t.ident)
 
 
 def ddl_of(spark, schema):
     """A Spark schema as column DDL, names quoted."""
     return spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json()).toDDL()
-
-
-def new_columns(spark, t, df):
-    table_columns = {f.name.lower() for f in spark.table(t.sql).schema.fields}
-    return [f for f in df.schema.fields if f.name.lower() not in table_columns]
 
 
 def iceberg_table(spark, t):
@@ -1104,17 +1321,13 @@ def iceberg_table(spark, t):
     return table
 
 
-def align_to_table(spark, t, df, keep_extra=False):
-    """Line the batch up with the table's columns; refuse what would lose or corrupt data."""
+def align_to_schema(df, schema, keep=()):
+    """Line the batch up with the table's columns; refuse what would lose or corrupt data.
+    `keep`: batch columns to carry along although the table lacks them."""
     from pyspark.sql import functions as F
-    table_schema = spark.table(t.sql).schema
     by_lower = {f.name.lower(): f for f in df.schema.fields}
-    extra = [f.name for f in new_columns(spark, t, df)]
-    if extra and not keep_extra:
-        raise bad_input(f"schema: the batch has columns the table lacks: {', '.join(extra)} "
-                        "(--schema_evolution add_columns adds them)")
     columns = []
-    for target in table_schema.fields:
+    for target in schema.fields:
         source = by_lower.get(target.name.lower())
         if source is None:
             if not target.nullable:
@@ -1128,7 +1341,7 @@ def align_to_table(spark, t, df, keep_extra=False):
         if source.dataType != target.dataType:
             expr = expr.cast(target.dataType)
         columns.append(expr.alias(target.name))
-    return df.select(*columns, *[col(name) for name in extra if keep_extra])
+    return df.select(*columns, *[col(name) for name in keep])
 
 
 def can_widen(source, target):
@@ -1168,11 +1381,17 @@ def split_dropped(spark, checks, df):
     return good, bad
 
 
-def write_quarantine(spark, t, bad, batch_id):
-    """Replace this batch's rows in <table>_quarantine in one commit, so retries never duplicate."""
+def quarantine_ref(t):
+    return TableRef(t.catalog, t.namespace, f"{t.name}_quarantine")
+
+
+def write_quarantine(spark, t, bad, batch):
+    """Put this run's dropped rows in <table>_quarantine, tagged with batch and run, in one commit.
+    Returns (rows, {check: rows}, quarantine table name)."""
     from pyspark.sql import functions as F
-    q = TableRef(t.catalog, t.namespace, f"{t.name}_quarantine")
-    rows = (bad.withColumn("_wap_batch_id", F.lit(batch_id))
+    q = quarantine_ref(t)
+    rows = (bad.withColumn("_wap_batch_id", F.lit(batch.batch_id))
+            .withColumn("_wap_run_id", F.lit(batch.run_id))
             .withColumn("_wap_quarantined_at", F.current_timestamp()))
     rows = rows.select(*[c for c in rows.columns if c != "_wap_failed_checks"], "_wap_failed_checks")
     counts = {r["name"]: r["n"] for r in bad.select(F.explode("_wap_failed_checks").alias("name"))
@@ -1180,12 +1399,35 @@ def write_quarantine(spark, t, bad, batch_id):
     total = bad.count()
     if not table_exists(spark, q):
         create_table(spark, q, ddl_of(spark, rows.schema), ["_wap_batch_id"])
+    else:  # the table gained columns since the quarantine was made: it gains them too
+        known = {f.name.lower() for f in spark.table(q.sql).schema.fields}
+        missing = [f for f in rows.schema.fields if f.name.lower() not in known]
+        if missing:
+            add_columns(spark, q, missing)
     if total:
-        rows.writeTo(q.sql).option(f"snapshot-property.{BATCH_PROPERTY}", batch_id).overwrite(
-            F.col("_wap_batch_id") == batch_id)
-    else:
-        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch_id}'")
+        rows.writeTo(q.sql).option(f"snapshot-property.{BATCH_PROPERTY}", batch.batch_id).append()
     return total, counts, f"{q.catalog}.{q.ident}"
+
+
+def quarantined_by(spark, t, batch_id, run_id):
+    """(rows, {check: rows}) a run put in the quarantine: for a run that resumes its snapshot."""
+    from pyspark.sql import functions as F
+    q = quarantine_ref(t)
+    if not table_exists(spark, q):
+        return 0, {}
+    mine = spark.table(q.sql).filter((F.col("_wap_batch_id") == batch_id) & (F.col("_wap_run_id") == run_id))
+    counts = {r["name"]: r["n"] for r in mine.select(F.explode("_wap_failed_checks").alias("name"))
+              .groupBy("name").agg(F.count("*").alias("n")).collect()}
+    return mine.count(), counts
+
+
+def tidy_quarantine(spark, t, batch):
+    """Once the batch is on main, its quarantine holds the rows the publishing run dropped, and no
+    other run's (failed or superseded attempts)."""
+    q = quarantine_ref(t)
+    if table_exists(spark, q):
+        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch.batch_id}' "
+                  f"AND (`_wap_run_id` IS NULL OR `_wap_run_id` <> '{batch.quarantine_run}')")
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):
@@ -1198,7 +1440,7 @@ def write_branch(spark, p, t, df, batch, aggs=None):
     spark.conf.set("spark.wap.branch", batch.branch)
     try:
         if p.mode == "merge":
-            merge_into(spark, p, t, df, properties)
+            merge_into(spark, p, t, df, properties, batch.columns)
         else:
             if aggs:
                 observation = Observation("wap_write")
@@ -1243,16 +1485,19 @@ def observation_result(observation, timeout=OBSERVATION_TIMEOUT_SECONDS):
     return result["metrics"]
 
 
-def merge_into(spark, p, t, df, properties):
-    """Upsert by the merge keys; matched rows that meet --delete_condition are deleted instead."""
+def merge_into(spark, p, t, df, properties, carried):
+    """Upsert by the merge keys; matched rows that meet --delete_condition are deleted instead.
+    Updates set only the columns the batch carries (`carried`): a column the batch lacks keeps its
+    values on main, and is NULL for inserted rows. A NULL condition is not a delete."""
     view = f"wap_batch_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
     table_columns = [f.name for f in spark.table(t.sql).schema.fields]
+    carried = {c.lower() for c in carried}
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in p.merge_keys)
-    assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table_columns)
+    assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table_columns if c.lower() in carried)
     names = ", ".join(quote(c) for c in table_columns)
     values = ", ".join(f"s.{quote(c)}" for c in table_columns)
-    delete = p.delete_condition
+    delete = f"coalesce(({p.delete_condition}), false)" if p.delete_condition else None
     sql = (f"MERGE INTO {t.sql} AS t USING {view} AS s ON {on} "
            + (f"WHEN MATCHED AND ({delete}) THEN DELETE " if delete else "")
            + f"WHEN MATCHED THEN UPDATE SET {assignments} "
@@ -1305,6 +1550,13 @@ def check_merge_batch(spark, p, df):
             df.alias("s").select(F.expr(p.delete_condition)).schema
         except Exception as e:
             raise bad_input(f"--delete_condition: {first_line(e)}") from None
+    nulls = df.agg(*[F.sum(col(k).isNull().cast("long")).alias(f"n{i}")
+                     for i, k in enumerate(p.merge_keys)]).first()
+    for i, k in enumerate(p.merge_keys):
+        if nulls[f"n{i}"]:
+            n = nulls[f"n{i}"]
+            raise bad_input(f"--merge_keys: key column {k!r} is NULL in {n} row{'s' if n != 1 else ''}; "
+                            "a NULL key never matches, so MERGE would insert it again on every run")
     dupes = (df.groupBy(*[col(k) for k in p.merge_keys]).count().filter("count > 1").limit(5).collect())
     if dupes:
         shown = "; ".join(", ".join(f"{k}={r[i]}" for i, k in enumerate(p.merge_keys)) for r in dupes)
@@ -1316,7 +1568,7 @@ def merge_counts(spark, p, t, df, parent):
     """Rows the merge will insert, update and delete: batch keys against main's keys."""
     from pyspark.sql import functions as F
     if parent is None:
-        deleted = F.expr(p.delete_condition) if p.delete_condition else F.lit(False)
+        deleted = F.coalesce(F.expr(p.delete_condition), F.lit(False)) if p.delete_condition else F.lit(False)
         row = df.alias("s").agg(F.sum((~deleted).cast("long")).alias("ins")).first()
         return {"rows_inserted": row["ins"] or 0, "rows_updated": 0, "rows_deleted": 0}
     keys = [f"k{i}" for i in range(len(p.merge_keys))]
@@ -1335,7 +1587,7 @@ def merge_counts(spark, p, t, df, parent):
             "rows_deleted": row["del"] or 0}
 
 
-def guard(spark, t, batch, since_ms):
+def guard(spark, t, batch, since_ms, branch_made=True):
     """After every write: this run's snapshot must be the head of this run's branch.
 
     Anything else committed to main meanwhile (another batch's publish, a compaction) is someone
@@ -1355,6 +1607,11 @@ def guard(spark, t, batch, since_ms):
             break
         if mark.timestamp_ms < since_ms - 60_000:  # older than this run: not ours
             break
+    if ours is not None and head is None and branch_made:
+        # this run's branch is gone while its snapshot is on main: another run of the batch
+        # resumed that snapshot and published it (legitimately). Nothing to undo.
+        raise WapError(f"guard: this run's staged snapshot {ours.snapshot_id} was published by "
+                       "another run of the batch meanwhile; not publishing again")
     if ours is not None:
         undone = undo_write_to_main(spark, t, batch.run_id)
         raise WapError(f"guard: this run's write reached main as snapshot {ours.snapshot_id} "
@@ -1370,28 +1627,55 @@ def undo_write_to_main(spark, t, run_id):
     a compare-and-swap on the table metadata, so no one else's commit is ever taken off main."""
     jvm = spark.sparkContext._jvm
     ops = iceberg_table(spark, t).operations()
-    base = ops.refresh()
-    head = base.ref("main")
-    snapshot = base.snapshot(head.snapshotId()) if head is not None else None
-    if snapshot is None or snapshot.summary().get(RUN_PROPERTY) != run_id:
-        log.error("guard: main's head is not this run's snapshot; main is left as it is")
-        return False
-    builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
-    parent = snapshot.parentId()
-    builder = builder.setBranchSnapshot(parent, "main") if parent is not None else builder.removeRef("main")
-    ops.commit(base, builder.build())
-    log.error("guard: this run's write reached main; main is back at snapshot %s", parent)
-    return True
+    for _ in range(5):  # another change of the table metadata (not of main) only means: try again
+        base = ops.refresh()
+        head = base.ref("main")
+        snapshot = base.snapshot(head.snapshotId()) if head is not None else None
+        if snapshot is None or snapshot.summary().get(RUN_PROPERTY) != run_id:
+            log.error("guard: main's head is not this run's snapshot; main is left as it is")
+            return False
+        builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        parent = snapshot.parentId()
+        builder = builder.setBranchSnapshot(parent, "main") if parent is not None else builder.removeRef("main")
+        try:
+            with commit_conflicts():
+                ops.commit(base, builder.build())
+        except CommitConflict:
+            continue
+        log.error("guard: this run's write reached main; main is back at snapshot %s", parent)
+        return True
+    return False
+
+
+BRANCH_COMMIT_ATTEMPTS = 10
+
+
+def change_branch(spark, sql):
+    """Run a branch DDL statement. Iceberg does not retry a branch change that lost to another
+    commit (other runs create and drop their branches at the same moments): retry it here."""
+    for attempt in range(1, BRANCH_COMMIT_ATTEMPTS + 1):
+        try:
+            with commit_conflicts():
+                return spark.sql(sql)
+        except CommitConflict as e:
+            if attempt == BRANCH_COMMIT_ATTEMPTS:
+                raise WapError(f"branch change lost to other commits {attempt} times ({e}): {sql}") from None
+            time.sleep(random.uniform(0.05, 0.3) * attempt)
+
+
+def create_branch(spark, t, branch, snapshot_id, days):
+    change_branch(spark, f"ALTER TABLE {t.sql} CREATE BRANCH {quote(branch)} AS OF VERSION "
+                         f"{int(snapshot_id)} RETAIN {int(days)} DAYS")
 
 
 def set_branch_retention(spark, t, branch, snapshot_id, days):
     """Give the branch an age limit so an abandoned one goes away with snapshot expiry."""
-    spark.sql(f"ALTER TABLE {t.sql} REPLACE BRANCH {quote(branch)} AS OF VERSION {snapshot_id} "
-              f"RETAIN {int(days)} DAYS")
+    change_branch(spark, f"ALTER TABLE {t.sql} REPLACE BRANCH {quote(branch)} AS OF VERSION "
+                         f"{int(snapshot_id)} RETAIN {int(days)} DAYS")
 
 
 def drop_branch(spark, t, branch):
-    spark.sql(f"ALTER TABLE {t.sql} DROP BRANCH IF EXISTS {quote(branch)}")
+    change_branch(spark, f"ALTER TABLE {t.sql} DROP BRANCH IF EXISTS {quote(branch)}")
 
 
 # =================================================================================================
@@ -1492,7 +1776,7 @@ def key_bound(c, j, side):
 
 
 def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
-          metrics=None):
+          metrics=None, rows_dropped=0):
     """Evaluate every check against the staged rows; row checks share one Spark job.
 
     `metrics`, when given, are the row aggregates observed while the write itself ran (already
@@ -1516,8 +1800,11 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         results[c.name] = check_result(c, None, total, observed=hours, detail=detail)
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
-            results[c.name] = check_result(c, 0, total)
-            results[c.name]["failing_rows"] = dropped_counts.get(c.name, 0)
+            dropped, read = dropped_counts.get(c.name, 0), total + rows_dropped
+            limited = c.max_failing_rows is not None or c.max_failing_fraction is not None
+            results[c.name] = check_result(c, dropped if limited else 0, read)
+            results[c.name]["failing_rows"] = dropped
+            results[c.name]["failing_fraction"] = round(dropped / read, 6) if read else 0.0
         elif c.check == "row_count":
             too_few = c.min is not None and total < c.min
             too_many = c.max is not None and total > c.max
@@ -1728,11 +2015,22 @@ def already_on_main(marks, ledger, metadata, batch):
 
     marks = list(marks)
     ancestry = {m.snapshot_id for m in marks}
+    whole = not marks or marks[-1].parent_id is None  # else the walk stopped at an expired snapshot
+    oldest = marks[-1].timestamp_ms if marks else 0
+    if not whole:
+        ledger.forget()  # expiry is under way: a publish may have left history since it was read
+
+    def still_published(snapshot_id):
+        snapshot = metadata.snapshot(snapshot_id)
+        rolled_back = (snapshot is not None and snapshot_id not in ancestry
+                       and (whole or snapshot.timestampMillis() >= oldest))
+        return not rolled_back
+
     published = [(m.snapshot_id, m.run_id, m.batch_id, m.input_files) for m in marks
                  if m.batch_id is not None and concerns_us(m.batch_id, m.input_files)]
     published += [(r.snapshot_id, r.run_id, r.batch_id, r.input_files) for r in ledger.published()
                   if concerns_us(r.batch_id, r.input_files) and r.snapshot_id is not None
-                  and (r.snapshot_id in ancestry or metadata.snapshot(r.snapshot_id) is None)]
+                  and still_published(r.snapshot_id)]
     for snapshot_id, run_id, batch_id, files in published:
         if batch_id == batch.batch_id:
             return snapshot_id
@@ -1774,20 +2072,29 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
         raise WapError("publish: the staged snapshot removes or deletes rows; only appends can be rebased")
     txn = table.newTransaction()
     txn.manageSnapshots().replaceBranch(batch.branch, new_main).commit()
-    append = txn.newFastAppend().toBranch(batch.branch)
+    append = txn.newAppend().toBranch(batch.branch)  # groups files by partition spec
     files = snapshot.addedDataFiles(io).iterator()
     while files.hasNext():
         append.appendFile(files.next())
     for key, value in batch.snapshot_properties().items():
         append.set(key, value)
+    # The staged snapshot is left behind unreferenced. Name it as this snapshot's source, as a
+    # cherry-pick does: Iceberg's snapshot expiry then never deletes the files main now holds.
+    original = staged["summary"].get(SOURCE_SNAPSHOT_PROPERTY) or str(staged["snapshot_id"])
+    append.set(SOURCE_SNAPSHOT_PROPERTY, original)
     with commit_conflicts():
         append.commit()
         txn.commitTransaction()
     return guard(spark, t, batch, since_ms)
 
 
+def blocks(result):
+    """A check result that stops the publish: failed, and not a warning."""
+    return not result["passed"] and result["action"] != "warn"
+
+
 def blocking_failures(report):
-    return [r["name"] for r in report.checks if not r["passed"] and r["action"] == "fail"]
+    return [r["name"] for r in report.checks if blocks(r)]
 
 
 # =================================================================================================
@@ -1834,7 +2141,8 @@ def ledger_row(report):
                "failing_rows": number(c["failing_rows"]),
                "observed": None if c.get("observed") is None else json.dumps(c["observed"], default=str)}
               for c in report.checks]
-    return {"run_id": report.run_id, "batch_id": report.batch_id, "status": str(report.status),
+    return {"table_name": report.table, "run_id": report.run_id, "batch_id": report.batch_id,
+            "status": str(report.status),
             "exit_code": report.exit_code, "mode": report.mode, "branch": report.branch,
             "main_snapshot_before": report.main_snapshot_before,
             "main_snapshot_after": report.main_snapshot_after,
@@ -1857,7 +2165,7 @@ def record_run(report, p):
     spark = SparkSession.getActiveSession()
     if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
         return  # the run ended before it had a session with the catalog
-    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name))
+    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
     if report.exit_code == EXIT_BAD_INPUT and not ledger.exists():
         return
     ledger.record([ledger_row(report)])
@@ -1906,7 +2214,8 @@ def finish(report, p):
     alert = report.status in p.alert_on
     channels = [
         ("run ledger", True, lambda: record_run(report, p)),
-        ("report", p.report_path, lambda: log.info("report written to %s",
+        ("report", p.report_path and report.status is not Status.ALREADY_PUBLISHED,
+         lambda: log.info("report written to %s",
                                                    write_report(report, p.report_path))),
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
         ("Slack alert", alert and p.slack_webhook_url, lambda: send_slack(report, p.slack_webhook_url)),
@@ -1916,10 +2225,7 @@ def finish(report, p):
     ]
     for name, wanted, send in channels:
         if wanted:
-            try:
-                send()
-            except Exception as e:
-                log.warning("%s failed (the run's outcome stands): %s", name, first_line(e))
+            side_effect(name, send)
 
 
 # =================================================================================================
@@ -1932,7 +2238,7 @@ def alert_text(report):
     lines = [f"Table: {report.table}", f"Status: {report.status}", f"Batch: {report.batch_id}",
              f"Branch: {report.branch}", f"Rows staged: {report.rows_written}",
              f"Main snapshot: {report.main_snapshot_after or report.main_snapshot_before}"]
-    failed = [c for c in report.checks if not c["passed"] and c["action"] == "fail"]
+    failed = [c for c in report.checks if blocks(c)]
     if failed:
         lines.append("Failed checks:")
         lines += [f"  - {c['name']} ({c['check']}): "
@@ -1968,7 +2274,7 @@ def send_slack(report, url):
 def put_metrics(report, namespace):
     import boto3
     dims = [{"Name": "Table", "Value": report.table or "-"}]
-    failed = sum(1 for c in report.checks if not c["passed"] and c["action"] == "fail")
+    failed = sum(1 for c in report.checks if blocks(c))
     values = [("RowsWritten", report.rows_written or 0, "Count"),
               ("RowsDropped", report.rows_dropped or 0, "Count"),
               ("ChecksFailed", failed, "Count"),
@@ -2041,7 +2347,7 @@ def show_status(spark, p):
         summary = (s["summary"] or {}) if s else {}
         lines.append(f"  {name}  snapshot {current[name]}  age {age:.1f} h  rows staged "
                      f"{summary.get('added-records', '?')}  batch {summary.get(BATCH_PROPERTY, '-')}")
-    runs = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name)).recent(10)
+    runs = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}").recent(10)
     lines.append(f"last runs: {len(runs)}")
     for r in runs:
         failed = [c["name"] for c in r["checks"] or [] if not c["passed"]]
@@ -2128,7 +2434,7 @@ def run_batch(p, checks, report):
     with timed(report, "session"):
         spark, glue_job = create_session(p)
     t = TableRef(p.catalog, p.namespace, p.table_name)
-    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name))
+    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
     history = History()
     with timed(report, "read"):
         paths = select_source_files(spark, p, t, ledger, history)
@@ -2138,25 +2444,29 @@ def run_batch(p, checks, report):
             return EXIT_OK, glue_job
         source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None,
                              paths)
+        check_columns(source, "--source_path", csv_header=p.source_format == "csv")
+        check_source_records(spark, p, source)
         input_fingerprint = fingerprint_input(spark, p, source)
-        df = transform(source)
+        df = apply_transform(source)
         validate_checks_against(spark, checks, df)
         if p.mode == "merge":
             check_merge_batch(spark, p, df)
             if not any(c.check == "unique" and [x.lower() for x in c.columns]
                        == [k.lower() for k in p.merge_keys] for c in checks):
                 checks.append(Check(name="unique_merge_keys", check="unique", columns=p.merge_keys))
+        plan = plan_table(spark, p, t, df)
     batch = Batch(batch_id=p.batch_id or f"fp-{input_fingerprint[:24]}", run_id=report.run_id,
                   input_fingerprint=input_fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=paths if p.source_files == "new" else sorted(source.inputFiles()),
-                  track_files=p.source_files == "new")
+                  track_files=p.source_files == "new", columns=list(df.columns))
     report.batch_id, report.branch = batch.batch_id, batch.branch
     report.input_fingerprint, report.config_fingerprint = input_fingerprint, batch.config_fingerprint
     report.input_files = batch.input_files
     report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{batch.branch}'"
 
     with timed(report, "prepare"):
-        df = ensure_table(spark, p, t, df)
+        prepare_table(spark, p, t, plan)
+        df = plan.df
         table = iceberg_table(spark, t)
         report.main_snapshot_before = main = ref_id(table, "main")
         marks = list(history.walk(table, main))
@@ -2174,23 +2484,49 @@ def run_batch(p, checks, report):
     try:
         if bad is not None and staged is None:
             report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
-                spark, t, bad, batch.batch_id)
+                spark, t, bad, batch)
+        elif bad is not None:  # resumed: the run that staged the snapshot quarantined its rows
+            batch.quarantine_run = staged["summary"].get(RUN_PROPERTY)
+            report.rows_dropped, dropped_counts = quarantined_by(spark, t, batch.batch_id,
+                                                                 batch.quarantine_run)
+            report.quarantine_table = ".".join([t.catalog, quarantine_ref(t).ident])
         return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good, staged,
                                    dropped_counts), glue_job
+    except Exception as e:
+        raise explain_read_failure(spark, p, source, paths, e) from None
     finally:
         if bad is not None:
             bad.unpersist()
+
+
+def apply_transform(source):
+    """The user's transform; what it raises, or a result with no columns, is bad input."""
+    from pyspark.sql import DataFrame
+    try:
+        df = transform(source)
+    except Exception as e:
+        raise bad_input(f"transform: raised {type(e).__name__}: {first_line(e)}") from None
+    if not isinstance(df, DataFrame):
+        raise bad_input(f"transform: must return a DataFrame, returned {type(df).__name__}")
+    if not df.columns:
+        raise bad_input("transform: returned a DataFrame with no columns")
+    check_columns(df, "transform")
+    return df
+
+
+MAX_COMMIT_CONFLICTS = 50  # commits lost to unrelated metadata changes; each is retried at once
 
 
 def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df, staged,
                         dropped_counts):
     """The one retry loop. Stage (unless resuming), audit, then do what the publish decision says:
     swap main, stop (already published), rebase the audited files on a moved main, or stage again.
+    Only main moving counts against --max_publish_retries; a commit that lost to some other
+    metadata change (another run's branch, say) is simply decided and tried again.
     Returns the exit code."""
     audited, unknown_commit = False, False
-    for attempt in range(p.max_publish_retries + 1):
-        if attempt:
-            time.sleep(min(30.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
+    moves = conflicts = 0
+    while True:
         metrics = None
         if staged is None:
             staged, metrics = stage(spark, p, t, checks, report, batch, df)
@@ -2213,45 +2549,67 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 return EXIT_OK
         with timed(report, "publish"):
             decision = decide_publish(spark, t, p, batch, history, ledger, staged)
-            if decision.move is Move.PUBLISH:
-                try:
-                    swap_main(spark, batch, decision, staged["snapshot_id"])
-                except CommitConflict as e:
-                    unknown_commit = str(e) == "CommitStateUnknownException"
-                    log.info("publish: the table changed under the commit (%s); deciding again", e)
-                    continue
-                fault_point("publish")
-                report.status, report.main_snapshot_after = Status.PUBLISHED, staged["snapshot_id"]
-                log.info("published batch %s to %s (snapshot %s)", batch.batch_id, report.table,
-                         staged["snapshot_id"])
-                return EXIT_OK
-        if decision.move is Move.ALREADY_PUBLISHED:
-            ours = unknown_commit and decision.published_as == staged["snapshot_id"]
-            report.status = Status.PUBLISHED if ours else Status.ALREADY_PUBLISHED
-            report.main_snapshot_after, report.staged_snapshot = decision.main, decision.published_as
-            if not ours:
-                drop_branch(spark, t, batch.branch)
-                log.info("batch %s was published by another run (snapshot %s); main is untouched "
-                         "by this run", batch.batch_id, decision.published_as)
-            return EXIT_OK
-        report.rebases += 1
-        if decision.move is Move.REBASE:
-            log.info("main moved to %s while this batch was staged: rebasing the audited files on "
-                     "it (attempt %d)", decision.main, attempt + 1)
             try:
-                staged = rebase(spark, t, batch, staged, decision.main, int(time.time() * 1000))
+                if decision.move is Move.PUBLISH:
+                    swap_main(spark, batch, decision, staged["snapshot_id"])
+                    fault_point("publish")
+                    if report.quarantine_table:
+                        side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))
+                    report.status, report.main_snapshot_after = Status.PUBLISHED, staged["snapshot_id"]
+                    log.info("published batch %s to %s (snapshot %s)", batch.batch_id, report.table,
+                             staged["snapshot_id"])
+                    return EXIT_OK
+                if decision.move is Move.ALREADY_PUBLISHED:
+                    return settle_already_published(spark, t, report, batch, decision, staged,
+                                                    unknown_commit)
+                if moves == p.max_publish_retries:
+                    raise WapError(f"publish: main kept moving; gave up after {moves} retries. The "
+                                   f"audited batch is kept on branch {batch.branch}")
+                moves += 1
+                report.rebases += 1
+                time.sleep(min(30.0, 0.5 * 2 ** (moves - 1)) * random.uniform(0.5, 1.5))
+                if decision.move is Move.REBASE:
+                    log.info("main moved to %s while this batch was staged: rebasing the audited "
+                             "files on it (retry %d)", decision.main, moves)
+                    staged = rebase(spark, t, batch, staged, decision.main, int(time.time() * 1000))
+                    report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
+                    recheck_state(spark, p, t, checks, report, staged, ledger)
+                    if blocking_failures(report):
+                        return audit_failed(report)
+                else:
+                    log.info("main moved to %s while this batch was staged: staging it again "
+                             "(retry %d)", decision.main, moves)
+                    staged = None
             except CommitConflict as e:
-                log.info("rebase: the table changed under the commit (%s); deciding again", e)
-                continue
-            report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
-            recheck_state(spark, p, t, checks, report, staged, ledger)
-            if blocking_failures(report):
-                return audit_failed(report)
-        else:
-            log.info("main moved to %s while this batch was staged: staging it again", decision.main)
-            staged = None
-    raise WapError(f"publish: main kept moving; gave up after {p.max_publish_retries} retries. "
-                   f"The audited batch is kept on branch {batch.branch}")
+                unknown_commit = unknown_commit or str(e) == "CommitStateUnknownException"
+                conflicts += 1
+                if conflicts > MAX_COMMIT_CONFLICTS:
+                    raise WapError(f"publish: {conflicts} commits in a row lost to other changes of "
+                                   f"the table; the audited batch is kept on branch {batch.branch}") from None
+                log.info("the table changed under the commit (%s); deciding again", e)
+                time.sleep(random.uniform(0.05, 0.25) * min(conflicts, 8))
+
+
+def side_effect(what, action):
+    """Work after the publish that must never change its outcome: logged if it fails."""
+    try:
+        action()
+    except Exception as e:
+        log.warning("%s failed (the run's outcome stands): %s", what, first_line(e))
+
+
+def settle_already_published(spark, t, report, batch, decision, staged, unknown_commit):
+    """The batch is on main. If this run's own swap had an unknown outcome and main holds this
+    run's snapshot, it was this run that published; otherwise another run did."""
+    ours = unknown_commit and decision.published_as == staged["snapshot_id"]
+    report.status = Status.PUBLISHED if ours else Status.ALREADY_PUBLISHED
+    report.main_snapshot_after = staged["snapshot_id"] if ours else decision.main
+    report.staged_snapshot = decision.published_as
+    if not ours:
+        drop_branch(spark, t, batch.branch)
+        log.info("batch %s was published by another run (snapshot %s); main is untouched by this run",
+                 batch.batch_id, decision.published_as)
+    return EXIT_OK
 
 
 def stage(spark, p, t, checks, report, batch, df):
@@ -2261,8 +2619,7 @@ def stage(spark, p, t, checks, report, batch, df):
         drop_branch(spark, t, batch.branch)  # a restage replaces this run's own earlier attempt
         main = ref_id(iceberg_table(spark, t), "main")
         if main is not None:  # on an empty table the write itself creates the branch
-            spark.sql(f"ALTER TABLE {t.sql} CREATE BRANCH {quote(batch.branch)} AS OF VERSION {main} "
-                      f"RETAIN {int(p.branch_retention_days)} DAYS")
+            create_branch(spark, t, batch.branch, main, p.branch_retention_days)
         since_ms = int(time.time() * 1000)
         fault_point("before_write")
         aggs = row_metrics(checks)[2] if p.audit_source == "write" else None
@@ -2272,7 +2629,7 @@ def stage(spark, p, t, checks, report, batch, df):
             drop_branch(spark, t, batch.branch)  # it holds nothing of this run's: don't leave it
             raise
         fault_point("write")
-        staged = guard(spark, t, batch, since_ms)
+        staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
         if main is None:
             set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
         if p.mode == "merge":
@@ -2290,7 +2647,8 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
                                 batch_df, p)
         whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
         report.checks, report.rows_written = audit(spark, t, checks, staged_df, staged["parent_id"],
-                                                   ledger, dropped_counts, whole, metrics)
+                                                   ledger, dropped_counts, whole, metrics,
+                                                   report.rows_dropped or 0)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode != "merge":
             report.rows_inserted = int(staged["summary"].get("added-records", 0))
@@ -2331,8 +2689,7 @@ def resume(spark, p, t, batch, table, main):
                 and summary.get(FINGERPRINT_PROPERTY) == batch.input_fingerprint
                 and summary.get(CONFIG_PROPERTY) == batch.config_fingerprint
                 and info["parent_id"] == main):
-            spark.sql(f"ALTER TABLE {t.sql} CREATE BRANCH {quote(batch.branch)} AS OF VERSION "
-                      f"{info['snapshot_id']} RETAIN {int(p.branch_retention_days)} DAYS")
+            create_branch(spark, t, batch.branch, info["snapshot_id"], p.branch_retention_days)
             log.info("resuming batch %s from snapshot %s staged by run %s", batch.batch_id,
                      info["snapshot_id"], summary.get(RUN_PROPERTY))
             return info

@@ -172,14 +172,12 @@ def test_namespace_named_like_the_catalog_is_published(spark, warehouse, tmp_pat
 def test_write_that_reaches_main_is_caught_and_undone(wap, orders, monkeypatch, spark):
     assert wap.run(orders, checks=CLEAN_CHECKS)[0] == 0
     before = (wap.refs()["main"], wap.rows())
-    real = wap_etl.ensure_table
 
-    def wap_switched_off(*args):  # the trap: another actor turns the property off mid-run
-        aligned = real(*args)
-        spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
-        return aligned
+    def wap_switched_off(step):  # the trap: another actor turns the property off mid-run
+        if step == "before_write":
+            spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
 
-    monkeypatch.setattr(wap_etl, "ensure_table", wap_switched_off)
+    monkeypatch.setattr(wap_etl, "fault_point", wap_switched_off)
     code, report = wap.run([{"id": 9, "customer": "z", "amount": 1.0, "status": "new"}], checks=CLEAN_CHECKS)
     assert code == 1 and "write reached main" in report.error and "taken off main again" in report.error
     assert (wap.refs()["main"], wap.rows()) == before

@@ -46,7 +46,7 @@ def test_four_concurrent_writers_publish_every_batch_exactly_once(wap, tmp_path)
     gate = tmp_path / "gate"
     gate.mkdir()
     batches = [[{"id": 10 * k + i, "amount": float(k)} for i in range(1, 4)] for k in range(1, 5)]
-    procs = [wap.cli(rows, env=paused(gate, "before_write"), checks=UNIQUE, max_publish_retries="10")
+    procs = [wap.cli(rows, env=paused(gate, "before_write"), checks=UNIQUE)
              for rows in batches]
     release_when(gate, "before_write", 4, procs)  # all four write while the others publish
     results = [finish(p) for p in procs]
@@ -201,10 +201,11 @@ def test_ledger_records_published_failed_error_and_already_published_runs(wap, s
     assert wap.run(path, checks=POSITIVE)[0] == 0
     assert wap.run(path, checks=POSITIVE)[0] == 0
     assert wap.run([{"id": 9, "amount": -9.0}], checks=POSITIVE)[0] == 3
-    assert wap.run(wap.csv([{"id": "ten", "amount": 1.0}]), checks=POSITIVE)[0] == 1
+    assert wap.run(wap.csv([{"id": "ten", "amount": 1.0}]), checks=POSITIVE)[0] == 2
     rows = sorted(ledger(wap), key=lambda r: r["started_at"])
     assert [(r["status"], r["exit_code"]) for r in rows] == [
-        ("published", 0), ("already_published", 0), ("audit_failed", 3), ("error", 1)]
+        ("published", 0), ("already_published", 0), ("audit_failed", 3), ("error", 2)]
+    assert {r["table_name"] for r in rows} == {wap.sql}
     published, _, failed, error = rows
     assert published["rows_written"] == 5 and published["main_snapshot_after"] == wap.refs()["main"]
     assert published["input_files"] == [f"file://{path}"]
@@ -250,3 +251,105 @@ def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
     code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
     assert code == 0 and report.status == "nothing_to_publish"
     assert wap.ids() == [1, 2, 3, 4, 5, 6]
+
+
+GLUE_ERA_EXPIRY = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from pyspark.sql import SparkSession
+import wap_etl
+jar, warehouse, source = sys.argv[2:5]
+spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
+         .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS).config("spark.ui.enabled", "false")
+         .config("spark.sql.catalog.local", "org.apache.iceberg.spark.SparkCatalog")
+         .config("spark.sql.catalog.local.type", "hadoop")
+         .config("spark.sql.catalog.local.warehouse", warehouse)
+         .config("spark.sql.catalog.local.cache-enabled", "false").getOrCreate())
+args = ["--table", "ns.orders", "--catalog", "local", "--checks", "[]"]
+assert wap_etl.run(args + ["--source_path", source, "--batch_id", "b0"])[0] == 0
+wap_etl.fault_point = lambda step: step == "audit" and spark.sql("INSERT INTO local.ns.orders VALUES (50, 5.0)")
+code, report = wap_etl.run(args + ["--source_path", source, "--batch_id", "b1"])
+table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", "ns", "orders"))
+refs = sorted(str(n) for n in table.refs().keySet())
+table.expireSnapshots().expireOlderThan(int(time.time() * 1000) + 60000).retainLast(1).commit()
+try:
+    rows = len(spark.table("local.ns.orders").collect())  # reads every data file
+except Exception as e:
+    rows = "unreadable: " + str(e).splitlines()[0][:200]
+print("RESULT " + json.dumps({"code": code, "rebases": report.rebases, "refs": refs, "rows": rows}))
+"""
+
+
+def glue_era_iceberg_jar(cache):
+    """Iceberg 1.9.2's runtime (from PyPI): its snapshot expiry cleans up incrementally when main
+    is the only ref, exactly as 1.7.1 on Glue 5.0 does (1.10 switched to a safer rule)."""
+    import glob
+    import subprocess
+    import sys
+    import zipfile
+    jars = glob.glob(str(cache / "*-runtime-3.5_2.12-1.9.2.jar"))
+    if not jars:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache),
+                        "snowpark-connect-deps-iceberg==1.0.1"], check=True, timeout=600)
+        wheel = glob.glob(str(cache / "snowpark_connect_deps_iceberg-1.0.1-*.whl"))[0]
+        with zipfile.ZipFile(wheel) as z:
+            name = "snowpark_connect_deps_iceberg/jars/iceberg-spark-runtime-3.5_2.12-1.9.2.jar"
+            (cache / os.path.basename(name)).write_bytes(z.read(name))
+        jars = glob.glob(str(cache / "*-runtime-3.5_2.12-1.9.2.jar"))
+    return jars[0]
+
+
+def test_rebased_batch_survives_snapshot_expiry_by_the_java_api(tmp_path_factory, tmp_path):
+    """Engines other than Spark's procedures (Trino, Athena, Flink, a Java job) expire snapshots
+    with Iceberg's Java API, which deletes the files that an expired, non-ancestor snapshot added,
+    unless a snapshot on main names it as its source. A rebase leaves exactly such a snapshot."""
+    import subprocess
+    import sys
+    jar = glue_era_iceberg_jar(tmp_path_factory.getbasetemp() / "glue_era_jar")
+    from conftest import ROOT, write_csv
+    source = write_csv(tmp_path / "rows.csv", ROWS)
+    done = subprocess.run([sys.executable, "-c", GLUE_ERA_EXPIRY, ROOT, jar, str(tmp_path / "wh"), source],
+                          capture_output=True, text=True, timeout=600)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    assert lines, done.stderr[-3000:]
+    result = json.loads(lines[0][len("RESULT "):])
+    assert result["code"] == 0 and result["rebases"] == 1 and result["refs"] == ["main"]
+    assert result["rows"] == 11, "every published row is still readable after the expiry"
+
+
+def test_a_shared_ledger_keeps_tables_apart(wap, spark):
+    shared = f"{wap.ns}.all_runs"
+    assert wap.run(ROWS, checks=[], batch_id="2024-06-01", runs_table=shared)[0] == 0
+    other = wap_etl.run(wap.args(wap.csv(ROWS), table=f"{wap.ns}.payments", checks=[],
+                                 batch_id="2024-06-01", runs_table=shared))
+    assert other[0] == 0 and other[1].status == "published"
+    assert spark.table(f"local.{wap.ns}.payments").count() == 5
+    tables = sorted(r[0] for r in spark.table(f"local.{shared}").select("table_name").collect())
+    assert tables == [f"local.{wap.ns}.orders", f"local.{wap.ns}.payments"]
+
+
+def test_published_batch_quarantine_holds_only_the_publishing_runs_rows(wap, spark):
+    drop = {"check": "between", "column": "amount", "min": 0, "action": "drop"}
+    unique = {"check": "unique", "columns": ["id"]}
+    first = [{"id": 1, "amount": -1.0}, {"id": 2, "amount": 2.0}, {"id": 2, "amount": 3.0}]
+    code, failed = wap.run(first, checks=[drop, unique], batch_id="b1")
+    assert code == 3 and failed.rows_dropped == 1
+    code, report = wap.run([{"id": 3, "amount": -3.0}, {"id": 4, "amount": 4.0}], checks=[drop, unique],
+                           batch_id="b1")
+    assert code == 0 and report.status == "published"
+    rows = [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
+    assert rows == [(3, report.run_id)]
+
+
+def test_guard_leaves_main_alone_when_another_run_published_this_runs_snapshot(wap, spark, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+
+    def resumer_publishes_it(step):  # another run of the batch resumed our snapshot and published it
+        if step == "write":
+            branch = next(n for n in wap.refs() if n.startswith("audit_"))
+            spark.sql(f"CALL local.system.fast_forward('{wap.table}', 'main', '{branch}')")
+            spark.sql(f"ALTER TABLE {wap.sql} DROP BRANCH `{branch}`")
+    monkeypatch.setattr(wap_etl, "fault_point", resumer_publishes_it)
+    code, report = wap.run(ROWS, checks=UNIQUE)
+    assert code == 1 and "published by another run" in report.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5], "the legitimate publish stays on main"

@@ -156,7 +156,8 @@ def count_audit_jobs(spark, fn):
 def profile_audit(spark, table, report):
     """Where the audit's time goes: the same staged batch audited by groups of checks."""
     t = wap_etl.TableRef(CATALOG, NAMESPACE, table)
-    ledger = wap_etl.Ledger(spark, wap_etl.TableRef(CATALOG, NAMESPACE, f"{table}_wap_runs"))
+    ledger = wap_etl.Ledger(spark, wap_etl.TableRef(CATALOG, NAMESPACE, f"{table}_wap_runs"),
+                            f"{CATALOG}.{NAMESPACE}.{table}")
     staged_df = wap_etl.read_staged(spark, t, report.staged_snapshot, report.main_snapshot_before)
     checks = wap_etl.parse_checks(CHECKS)
     groups = {"row checks + freshness (one scan)": [c for c in checks if c.row_level or c.check == "freshness"],

@@ -1,0 +1,147 @@
+"""A tour of hostile input: each case exits with its code, a one-line error naming the parameter,
+check or file, and writes nothing (no table, branch, column, quarantine or ledger)."""
+import json
+import os
+
+import pytest
+
+import wap_etl
+
+GOOD = [{"id": 1, "amount": 5.0}, {"id": 2, "amount": 6.0}]
+NOT_NULL = [{"check": "not_null", "column": "id"}]
+
+
+def write(path, text, mode="w"):
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    with open(path, mode) as f:
+        f.write(text)
+    return str(path)
+
+
+def parquet(spark, path, rows, schema):
+    spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
+    return next(str(path / n) for n in os.listdir(path) if n.endswith(".parquet"))
+
+
+def clashing_parquet(spark, tmp):
+    folder = tmp / "pq"
+    os.makedirs(folder)
+    os.rename(parquet(spark, tmp / "p1", [(1,)], "id int"), folder / "a.parquet")
+    os.rename(parquet(spark, tmp / "p2", [("x",)], "id string"), folder / "b.parquet")
+    return str(folder)
+
+
+# Each case: (source or a function of (wap, spark, tmp) giving it, params, text the error names).
+CASES = {
+    "zero-byte file": (lambda w, s, t: write(t / "empty.csv", ""), {}, ["--source_path", "empty.csv"]),
+    "empty folder": (lambda w, s, t: (os.makedirs(t / "none"), str(t / "none"))[1],
+                     {"source_format": "csv"}, ["--source_path"]),
+    "folder of mixed files": (lambda w, s, t: (write(t / "m" / "a.csv", "id\n1\n"),
+                                               write(t / "m" / "b.json", '{"id": 1}\n'), str(t / "m"))[2],
+                              {}, ["--source_format", ".csv", ".json"]),
+    "folder without data files": (lambda w, s, t: (write(t / "txt" / "a.txt", "id\n1\n"), str(t / "txt"))[1],
+                                  {}, ["--source_format", ".txt"]),
+    "broken JSON-lines record": (lambda w, s, t: write(t / "bad.json", '{"id": 1}\n{"id": 2, "amount"\n{"id": 3}\n'),
+                                 {}, ["--source_path", "bad.json", "line 2"]),
+    "parquet files with clashing schemas": (lambda w, s, t: clashing_parquet(s, t), {"checks": []},
+                                            ["--source_path", "clashing schemas"]),
+    "duplicate column names": (lambda w, s, t: write(t / "dup.csv", "id,amount,ID\n1,2.0,3\n"), {},
+                               ["duplicate", "id"]),
+    "column name with a dot": (lambda w, s, t: write(t / "dot.csv", "id,a.b\n1,2\n"), {}, ["'a.b'"]),
+    "column name with a backtick": (lambda w, s, t: write(t / "tick.csv", "id,a`b\n1,2\n"), {}, ["'a`b'"]),
+    "checks not a JSON list": (None, {"checks": '"not_null"'}, ["--checks", "list"]),
+    "checks object without a list": (None, {"checks": '{"check": "not_null", "column": "id"}'}, ["--checks"]),
+    "checks JSON syntax error": (None, {"checks": '[\n  {"check": "not_null",, "column": "id"}\n]'},
+                                 ["--checks", "line 2 column"]),
+    "checks file missing": (None, {"checks": "/no/such/checks.json"}, ["--checks"]),
+    "unknown parameter": (None, {"colour": "blue"}, ["--colour"]),
+    "table with three parts": (None, {"table": "a.b.c"}, ["--table"]),
+    "table with a catalog prefix": (None, {"table": "local.shop.orders"}, ["--table", "--catalog"]),
+    "runs table with three parts": (None, {"runs_table": "a.b.c"}, ["--runs_table"]),
+    "bad --source_files": (None, {"source_files": "some"}, ["--source_files"]),
+    "new files with a fixed batch id": (None, {"source_files": "new", "batch_id": "b1"}, ["--batch_id"]),
+    "runs table that is the table": (lambda w, s, t: w.csv(GOOD), {"runs_table": "NS.orders_quarantine"},
+                                     ["--runs_table"]),
+    "batch id too long": (None, {"batch_id": "b" * 200}, ["--batch_id"]),
+    "negative retries": (None, {"max_publish_retries": "-1"}, ["--max_publish_retries"]),
+    "between bound of the wrong type": (None, {"checks": [{"check": "between", "column": "id", "min": "one"}]},
+                                        ["check 'between_id'"]),
+    "accepted value of the wrong type": (None, {"checks": [{"check": "accepted_values", "column": "id",
+                                                            "values": [1, "x"]}]}, ["check 'accepted_values_id'"]),
+    "check name used twice": (None, {"checks": [dict(NOT_NULL[0], name="n"), dict(NOT_NULL[0], name="n")]},
+                              ["check 'n'"]),
+    "merge key with NULLs": (lambda w, s, t: w.csv([{"id": None, "amount": 1.0}, {"id": 2, "amount": 2.0}]),
+                             {"mode": "merge", "merge_keys": "id"}, ["--merge_keys", "'id'", "1 row"]),
+    "hadoop catalog on S3": (None, {"catalog": "s3cat", "catalog_type": "hadoop", "warehouse": "s3://b/w"},
+                             ["--catalog_type"]),
+}
+
+
+def transform_raising(df):
+    raise ValueError("lookup table is missing")
+
+
+def transform_dropping_everything(df):
+    return df.select()
+
+
+def transform_returning_a_list(df):
+    return [1, 2]
+
+
+TRANSFORMS = {
+    "transform that raises": (transform_raising, ["transform", "ValueError", "lookup table is missing"]),
+    "transform that drops every column": (transform_dropping_everything, ["transform", "no columns"]),
+    "transform that returns no DataFrame": (transform_returning_a_list, ["transform", "list"]),
+}
+
+
+def assert_refused(wap, spark, code, report, named):
+    assert code == 2, report.error
+    assert "\n" not in report.error
+    for text in named:
+        assert text in report.error, f"{text!r} not in {report.error!r}"
+    for suffix in ("", "_quarantine", "_wap_runs"):
+        assert not spark.catalog.tableExists(f"{wap.sql}{suffix}"), f"{wap.sql}{suffix} was created"
+    assert wap.wap_branch_conf() is None
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_hostile_input_exits_2_and_writes_nothing(wap, spark, tmp_path, case):
+    make, params, named = CASES[case]
+    source = make(wap, spark, tmp_path) if make else wap.csv(GOOD)
+    params = {k: v.replace("NS.", f"{wap.ns}.") if isinstance(v, str) else v  # this test's namespace
+              for k, v in dict({"checks": NOT_NULL}, **params).items()}
+    extra = {k: params.pop(k) for k in list(params) if k not in wap_etl.PARAMS}
+    argv = wap.args(source, **params) + [a for k, v in extra.items() for a in (f"--{k}", v)]
+    code, report = wap_etl.run(argv)
+    assert_refused(wap, spark, code, report, named)
+
+
+@pytest.mark.parametrize("case", TRANSFORMS)
+def test_broken_transform_exits_2_with_its_message(wap, spark, monkeypatch, case):
+    function, named = TRANSFORMS[case]
+    monkeypatch.setattr(wap_etl, "transform", function)
+    code, report = wap.run(GOOD, checks=NOT_NULL)
+    assert_refused(wap, spark, code, report, named)
+
+
+def test_malformed_csv_row_names_the_file_and_line(wap, spark):
+    assert wap.run(GOOD, checks=NOT_NULL)[0] == 0
+    refs = wap.refs()
+    path = write(wap.tmp / "in" / "day2.csv", "id,amount\n3,1.0\nseven,2.0\n4,3.0\n")
+    code, report = wap.run(path, checks=NOT_NULL)
+    assert code == 2 and "\n" not in report.error
+    assert "day2.csv" in report.error and "line 3" in report.error and "seven" in report.error
+    assert wap.refs() == refs and wap.ids() == [1, 2]
+
+
+@pytest.mark.parametrize("columns", [["order id", "amount"], ["größe", "amount"], ["select", "from"]])
+def test_awkward_but_legal_column_names_are_published(wap, spark, columns):
+    rows = [{columns[0]: 1, columns[1]: 2.0}, {columns[0]: 2, columns[1]: 3.0}]
+    checks = [{"check": "not_null", "column": columns[0]}, {"check": "unique", "columns": [columns[0]]},
+              {"check": "between", "column": columns[1], "min": 0}]
+    code, report = wap.run(rows, checks=checks)
+    assert code == 0 and report.status == "published", report.error
+    assert spark.table(wap.sql).columns == columns
+    assert sorted(r[0] for r in spark.table(wap.sql).collect()) == [1, 2]
