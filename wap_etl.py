@@ -51,6 +51,7 @@ def transform(df):
 # =================================================================================================
 
 import hashlib
+import html
 import inspect
 import json
 import logging
@@ -58,6 +59,7 @@ import math
 import os
 import random
 import re
+import shlex
 import statistics
 import sys
 import time
@@ -155,6 +157,7 @@ PARAMS = {
     "max_publish_retries": ("5", "times to rebase and retry when another run moved main first"),
     "cleanup_branches_older_than_days": (None, "drop audit branches older than N days, then exit"),
     "status": ("false", "true: print the table's main snapshot, open audit branches and last runs"),
+    "html": (None, "with --status: also write the status page as HTML to this file (local or s3://)"),
 }
 BOOLEAN_PARAMS = {"publish", "status"}
 
@@ -194,6 +197,7 @@ class Params:
     max_publish_retries: int = 5
     cleanup_days: float = None
     status: bool = False
+    html: str = None
     on_glue: bool = False
     glue_args: dict = field(default_factory=dict, repr=False)
 
@@ -449,6 +453,8 @@ def parse_params(argv):
         raise bad_input(f"--schema_evolution: expected fail or add_columns, got {schema_evolution!r}")
     retention = parse_number("branch_retention_days", raw["branch_retention_days"], int, 1)
     retries = parse_number("max_publish_retries", raw["max_publish_retries"], int, 0)
+    if raw["html"] and not status:
+        raise bad_input("--html: only with --status (a run writes its page beside --report_path)")
     return Params(
         source_path=source_path, table=f"{namespace}.{table_name}", namespace=namespace,
         table_name=table_name, catalog=catalog, catalog_type=catalog_type, warehouse=warehouse,
@@ -462,7 +468,7 @@ def parse_params(argv):
         sns_topic_arn=raw["sns_topic_arn"], slack_webhook_url=slack, alert_on=alert_on,
         cloudwatch_namespace=raw["cloudwatch_namespace"], event_bus_name=raw["event_bus_name"],
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
-        status=status and cleanup_days is None, on_glue=glue, glue_args=glue_args)
+        status=status and cleanup_days is None, html=raw["html"], on_glue=glue, glue_args=glue_args)
 
 
 # =================================================================================================
@@ -2130,6 +2136,8 @@ class RunReport:
     input_fingerprint: str = None
     config_fingerprint: str = None
     input_files: list = field(default_factory=list)
+    rerun_command: str = None
+    html_report: str = None  # where the run's HTML page was written
 
 
 def ledger_row(report):
@@ -2182,24 +2190,335 @@ def summary_table(report):
     return "\n".join(lines)
 
 
-def write_report(report, report_path):
-    """One JSON file per batch under <report_path>/<namespace>.<table>/<batch_id>.json."""
-    body = json.dumps(asdict(report), indent=2, default=str)
-    name = f"{report.table or 'unknown'}/{report.batch_id or 'no_batch'}.json"
-    if report_path.startswith("s3://"):
+def put_text(location, body, content_type):
+    """Write text to a local file (atomically) or an s3:// object; returns the location."""
+    if location.startswith("s3://"):
         import boto3
-        bucket, prefix = split_s3(report_path)
-        key = f"{prefix.rstrip('/')}/{name}".lstrip("/")
-        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode(),
-                                      ContentType="application/json")
-        return f"s3://{bucket}/{key}"
-    path = os.path.join(report_path, name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        bucket, key = split_s3(location)
+        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode(), ContentType=content_type)
+        return location
+    os.makedirs(os.path.dirname(os.path.abspath(location)), exist_ok=True)
+    tmp = f"{location}.{uuid.uuid4().hex}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(body)
-    os.replace(tmp, path)
-    return path
+    os.replace(tmp, location)
+    return location
+
+
+def write_report(report, p):
+    """<report_path>/<catalog.namespace.table>/<batch_id>.json, and the same run as an HTML page
+    beside it, with the table's recent runs charted from the run ledger."""
+    base = f"{p.report_path.rstrip('/')}/{report.table or 'unknown'}/{report.batch_id or 'no_batch'}"
+    report.html_report = base + ".html"
+    put_text(report.html_report, render_run_html(asdict(report), run_history(report, p)), "text/html")
+    return put_text(base + ".json", json.dumps(asdict(report), indent=2, default=str), "application/json")
+
+
+HISTORY_RUNS = 30
+
+
+def run_history(report, p):
+    """The table's last runs from the ledger, oldest first, this run included."""
+    history = []
+    try:
+        from pyspark.sql import SparkSession
+        spark = SparkSession.getActiveSession()
+        ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
+        history = [ledger_dict(r) for r in reversed(ledger.recent(HISTORY_RUNS))]
+    except Exception as e:  # no session, no ledger yet: the page shows this run alone
+        log.info("run history unavailable: %s", first_line(e))
+    if report.run_id not in {h["run_id"] for h in history}:
+        history = history[-(HISTORY_RUNS - 1):] + [ledger_dict(ledger_row(report))]
+    return history
+
+
+def ledger_dict(row):
+    """A ledger row (Row or dict) as plain JSON-able values for the page."""
+    d = row.asDict(recursive=True) if hasattr(row, "asDict") else dict(row)
+    return {k: (v.isoformat(sep=" ", timespec="seconds") if isinstance(v, datetime) else v)
+            for k, v in d.items()}
+
+
+def rerun_command(p, argv):
+    """How to run this batch again, the way it was run."""
+    if p.on_glue:  # Glue passes --name value pairs, plus its own job arguments
+        pairs = dict(zip(argv[::2], argv[1::2]))
+        arguments = {k: v for k, v in pairs.items()
+                     if k.startswith("--") and k[2:] not in ("JOB_NAME", "JOB_ID", "JOB_RUN_ID")}
+        return (f"aws glue start-job-run --job-name {shlex.quote(p.glue_args.get('JOB_NAME', 'wap_etl'))} "
+                f"--arguments {shlex.quote(json.dumps(arguments))}")
+    return "python wap_etl.py " + shlex.join(argv)
+
+
+# The HTML pages: self-contained (inline CSS and SVG, no script, nothing from the network), so
+# they open from S3 or a laptop alike. Every value from a report or from data is escaped.
+
+PALETTE = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#0a7ea4", "#9a6700", "#57606a"]
+MARK_BG = "#fff8c5"
+BANNERS = {  # status -> (banner text, css class)
+    "published": ("Published", "ok"), "already_published": ("Already published", "muted"),
+    "staged": ("Staged, not published", "warn"), "nothing_to_publish": ("Nothing to publish", "muted"),
+    "audit_failed": ("Audit failed", "bad"), "error": ("Error", "bad"),
+}
+
+
+def _e(value, empty="-"):
+    """Escape anything for HTML text or attributes; None becomes `empty`."""
+    return empty if value is None else html.escape(str(value), quote=True)
+
+
+def _abbr(text, n):
+    """Keep the tail: batch ids usually share a prefix and differ at the end."""
+    text = str(text)
+    return text if len(text) <= n else "\u2026" + text[-(n - 1):]
+
+
+def _num(v):
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:,.3g}"
+    return f"{int(v):,}" if isinstance(v, (int, float)) else _e(v)
+
+
+def _ticks(vmax, integers):
+    """Round tick values 0..>=vmax, about four steps (1/2/2.5/5 x 10^k)."""
+    if vmax <= 0:
+        return [0, 1]
+    raw = vmax / 4
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    step = max(step, 1) if integers else step
+    return [i * step for i in range(math.ceil(vmax / step - 1e-9) + 1)]
+
+
+def svg_bar_chart(title, labels, series, marked=None, width=640, height=200):
+    """Grouped bar chart as inline SVG; <title> tooltips replace JavaScript hovers."""
+    series = [(name, list(vals)) for name, vals in series][:len(PALETTE)]
+    per_row = max(1, (width - 60) // 140)
+    legend_rows = math.ceil(len(series) / per_row) if len(series) > 1 else 0
+    left, right, top, bottom = 48, 12, 42 + 16 * legend_rows, 52
+    full_h = height + 16 * legend_rows
+    pw, ph = width - left - right, full_h - top - bottom
+    out = [f'<svg class="chart" role="img" aria-label="{_e(title)}" viewBox="0 0 {width} {full_h}" '
+           f'width="{width}" height="{full_h}"><title>{_e(title)}</title>',
+           f'<text x="4" y="16" class="ct">{_e(title)}</text>']
+    for i, (name, _) in enumerate(series if legend_rows else []):
+        x, y = left + (i % per_row) * 140, 34 + (i // per_row) * 16
+        out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" rx="2" fill="{PALETTE[i]}"/>'
+                   f'<text x="{x + 14}" y="{y}" class="lg">{_e(_abbr(name, 20))}</text>')
+    out.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" class="ax"/>')
+    values = [v for _, vals in series for v in vals if v is not None]
+    if not labels or not values:
+        msg = "no history yet" if not labels else "no data"
+        out.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" class="empty">{msg}</text></svg>')
+        return "".join(out)
+    ticks = _ticks(max(values), all(float(v).is_integer() for v in values))
+    y_of = lambda v: top + ph - ph * v / ticks[-1]  # noqa: E731
+    for t in ticks:
+        out.append(f'<line x1="{left}" y1="{y_of(t):.1f}" x2="{left + pw}" y2="{y_of(t):.1f}" class="grid"/>'
+                   f'<text x="{left - 6}" y="{y_of(t) + 4:.1f}" class="yt">{_num(t)}</text>')
+    gw = pw / len(labels)
+    bw = min(gw * 0.78 / len(series), 36)
+    pad = (gw - bw * len(series)) / 2
+    step = max(1, math.ceil(len(labels) * 24 / pw))  # thin x labels, always keeping the newest
+    for i, label in enumerate(labels):
+        gx = left + i * gw
+        if i == marked:
+            out.append(f'<rect x="{gx + pad - 4:.1f}" y="{top}" width="{bw * len(series) + 8:.1f}" height="{ph}" fill="{MARK_BG}" class="mark"/>'
+                       f'<text x="{gx + gw / 2:.1f}" y="{top - 4}" class="mk">this run</text>')
+        for j, (name, vals) in enumerate(series):
+            v = vals[i] if i < len(vals) else None
+            if v is None:
+                continue
+            y = min(y_of(v), top + ph - 1)  # zero still shows as a hairline
+            cls, extra = ("bar marked", ' stroke="#1f2328" stroke-width="1.5"') if i == marked else ("bar", "")
+            out.append(f'<rect class="{cls}" x="{gx + pad + j * bw:.1f}" y="{y:.1f}" width="{bw:.1f}" '
+                       f'height="{top + ph - y:.1f}" fill="{PALETTE[j]}"{extra}>'
+                       f'<title>{_e(label)} \u00b7 {_e(name)}: {_num(v)}</title></rect>')
+        if (len(labels) - 1 - i) % step == 0 or i == marked:
+            x, y = gx + gw / 2, top + ph + 12
+            out.append(f'<text x="{x:.1f}" y="{y}" transform="rotate(-40 {x:.1f} {y})" '
+                       f'class="xt{" xm" if i == marked else ""}">{_e(_abbr(label, 12))}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _history_charts(history, current_run_id=None):
+    """The two trend charts shared by the run page and the status page."""
+    shown = [h for h in history if h.get("status") == "published"
+             or (current_run_id is not None and h.get("run_id") == current_run_id)]
+    mark = lambda runs: next((i for i, h in enumerate(runs)  # noqa: E731
+                              if current_run_id is not None and h.get("run_id") == current_run_id), None)
+    rows = svg_bar_chart("Rows per published batch", [h.get("batch_id") for h in shown],
+                         [("rows written", [h.get("rows_written") for h in shown])], mark(shown))
+    names = []
+    for h in history:
+        names += [c["name"] for c in h.get("checks") or [] if c.get("name") not in names]
+    per_run = [{c.get("name"): c.get("failing_rows") for c in h.get("checks") or []} for h in history]
+    fails = svg_bar_chart("Failing rows per check", [h.get("batch_id") for h in history],
+                          [(n, [r.get(n) for r in per_run]) for n in names[:len(PALETTE)]], mark(history))
+    return f'<section class="charts"><div class="card">{rows}</div><div class="card">{fails}</div></section>'
+
+
+REPORT_CSS = """
+*{box-sizing:border-box}
+body{margin:0;background:#f6f8fa;color:#1f2328;font:14px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",
+ Helvetica,Arial,sans-serif,"Apple Color Emoji","Segoe UI Emoji"}
+main{max-width:1140px;margin:0 auto;padding:24px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}h3{font-size:14px;margin:18px 0 6px}
+.banner{border-radius:8px;padding:16px 20px;border:1px solid;border-left-width:6px;background:#fff}
+.banner.ok{border-color:#1a7f37;background:#dafbe1}.banner.bad{border-color:#cf222e;background:#ffebe9}
+.banner.warn{border-color:#bf8700;background:#fff8c5}.banner.muted{border-color:#8c959f;background:#f6f8fa}
+.meta{color:#59636e;font-size:13px}.meta b{color:#1f2328;font-weight:600}
+.kv{display:flex;flex-wrap:wrap;gap:8px;margin:14px 0 0;padding:0}
+.kv div{background:#fff;border:1px solid #d1d9e0;border-radius:6px;padding:6px 12px}
+.kv dt{font-size:12px;color:#59636e}.kv dd{margin:0;font-weight:600;font-variant-numeric:tabular-nums}
+.card{background:#fff;border:1px solid #d1d9e0;border-radius:8px;padding:12px;overflow-x:auto}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:13px}
+th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #d1d9e0;vertical-align:top;overflow-wrap:anywhere}
+th{background:#f6f8fa;font-weight:600;white-space:nowrap}tr:last-child td{border-bottom:0}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;font-weight:600;color:#fff}
+.badge.ok{background:#1a7f37}.badge.bad{background:#cf222e}.badge.warn{background:#9a6700}.badge.muted{background:#6e7781}
+.null{color:#8c959f;font-style:italic;font-size:12px}.stale{color:#cf222e;font-weight:600}
+code,pre{font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+pre{background:#fff;border:1px solid #d1d9e0;border-radius:6px;padding:12px;overflow-x:auto;white-space:pre-wrap}
+pre.err{background:#ffebe9;border-color:#ff818266}
+.narrow{max-width:560px}
+.tbar{display:inline-block;height:8px;background:#54aeff;border-radius:2px;vertical-align:middle}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px;margin-top:12px}
+svg.chart{max-width:100%;height:auto;font-family:inherit}
+.ct{font-size:14px;font-weight:600;fill:#1f2328}.lg,.yt,.xt{font-size:11px;fill:#59636e}
+.yt{text-anchor:end}.xt{text-anchor:end}.xm{fill:#1f2328;font-weight:600}
+.mk{font-size:11px;text-anchor:middle;fill:#9a6700;font-weight:600}
+.grid{stroke:#eaeef2}.ax{stroke:#8c959f}.empty{font-size:13px;fill:#8c959f;text-anchor:middle}
+"""
+
+
+def _page(title, body):
+    """Shared HTML shell so both pages look the same."""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f'<title>{_e(title)}</title><style>{REPORT_CSS}</style></head><body><main>{body}</main></body></html>\n')
+
+
+def _table(headers, rows, empty="none", cls=""):
+    """rows hold already-escaped HTML cells; a cell given as (html, cls) gets a class."""
+    if not rows:
+        return f'<p class="meta">{empty}</p>'
+    cell = lambda c: f'<td class="{c[1]}">{c[0]}</td>' if isinstance(c, tuple) else f"<td>{c}</td>"  # noqa: E731
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(cell(c) for c in r) + "</tr>" for r in rows)
+    return f'<div class="card {cls}" style="padding:0"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _kv(pairs):
+    return '<dl class="kv">' + "".join(f"<div><dt>{_e(k)}</dt><dd>{v}</dd></div>" for k, v in pairs) + "</dl>"
+
+
+def _cell(v):
+    """A JSON value as table cell HTML; NULL is styled so it differs from the string 'NULL'."""
+    if v is None:
+        return '<span class="null">NULL</span>'
+    return _e(v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str))
+
+
+def _duration(start, end):
+    try:
+        s = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    except (TypeError, ValueError):
+        return "-"
+    return f"{s:.1f} s" if s < 60 else f"{int(s // 60)} min {int(s % 60)} s"
+
+
+def _result(c):
+    if c.get("passed"):
+        return "PASS", "ok"
+    return {"fail": ("FAIL", "bad"), "drop": ("DROP", "warn")}.get(c.get("action"), ("WARN", "warn"))
+
+
+def _pct(f):
+    return "-" if f is None else f"{f * 100:.3g}%"
+
+
+def render_run_html(report, history):
+    """One run: what happened, why (checks + samples), how to follow up, and the trend."""
+    r = report
+    label, cls = BANNERS.get(r.get("status"), (str(r.get("status")), "muted"))
+    body = [f'<div class="banner {cls}"><h1>{_e(label)} \u2014 {_e(r.get("table"))}</h1><div class="meta">'
+            f'batch <b>{_e(r.get("batch_id"))}</b> \u00b7 run <b>{_e(r.get("run_id"))}</b> \u00b7 '
+            f'branch <b>{_e(r.get("branch"))}</b> \u00b7 mode <b>{_e(r.get("mode"))}</b><br>'
+            f'started {_e(r.get("started_at"))} \u00b7 finished {_e(r.get("finished_at"))} \u00b7 '
+            f'took <b>{_duration(r.get("started_at"), r.get("finished_at"))}</b></div></div>']
+    body.append(_kv([(k, _num(r.get(f))) for k, f in [
+        ("rows written", "rows_written"), ("rows dropped", "rows_dropped"), ("inserted", "rows_inserted"),
+        ("updated", "rows_updated"), ("deleted", "rows_deleted"), ("rebases", "rebases")]]
+        + [("main snapshot", f'{_e(r.get("main_snapshot_before"))} \u2192 {_e(r.get("main_snapshot_after"))}'),
+           ("staged snapshot", _e(r.get("staged_snapshot"))), ("audited", _e(r.get("audit_source"))),
+           ("quarantine", _e(r.get("quarantine_table")))]))
+    if r.get("error"):
+        body.append(f'<h2>Error</h2><pre class="err">{_e(r["error"])}</pre>')
+    checks = r.get("checks") or []
+    rows = []
+    for c in checks:
+        res, rcls = _result(c)
+        tol = " / ".join(t for t in [
+            None if c.get("max_failing_rows") is None else f'\u2264 {_num(c["max_failing_rows"])} rows',
+            None if c.get("max_failing_fraction") is None else f'\u2264 {_pct(c["max_failing_fraction"])}'] if t)
+        obs = c.get("observed")
+        rows.append([_e(c.get("name")), _e(c.get("check")), _e(c.get("action")),
+                     f'<span class="badge {rcls}">{res}</span>', (_num(c.get("failing_rows")), "n"),
+                     (_pct(c.get("failing_fraction")), "n"), tol or "-",
+                     f"<code>{_cell(obs)}</code>" if obs is not None else "-",
+                     _e(c.get("decided_by")), _e(c.get("detail"))])
+    body.append(f"<h2>Checks ({sum(1 for c in checks if c.get('passed'))}/{len(checks)} passed)</h2>")
+    body.append(_table(["Check", "Type", "Action", "Result", "Failing rows", "Failing", "Tolerance",
+                        "Observed", "Decided by", "Detail"], rows, "no checks configured"))
+    for c in checks:
+        sample = c.get("sample") or []
+        if c.get("passed") or not sample:
+            continue
+        cols = list(dict.fromkeys(k for row in sample for k in row))
+        body.append(f'<h3>Sample failing rows \u2014 {_e(c.get("name"))}</h3>')
+        body.append(_table(cols, [[_cell(row.get(k)) for k in cols] for row in sample]))
+    if r.get("inspect_sql") and r.get("status") in ("audit_failed", "staged"):
+        body.append(f'<h2>Inspect the audit branch</h2><pre>{_e(r["inspect_sql"])}</pre>')
+    if r.get("rerun_command"):
+        body.append(f'<h2>Re-run</h2><pre>{_e(r["rerun_command"])}</pre>')
+    timings = r.get("timings") or {}
+    longest = max([t for t in timings.values() if t] or [1])
+    body.append("<h2>Timings</h2>" + _table(["Step", "Seconds", ""], [
+        [_e(k), ("-" if v is None else f"{v:.1f}", "n"), f'<span class="tbar" style="width:{120 * (v or 0) / longest:.0f}px"></span>']
+        for k, v in timings.items()], "no timings recorded", "narrow"))
+    body.append("<h2>History</h2>" + _history_charts(history, r.get("run_id")))
+    return _page(f'{label}: {r.get("table")} batch {r.get("batch_id")}', "".join(body))
+
+
+def render_status_html(status, history):
+    """The table's status page: what main holds, what is waiting in audit branches, recent runs."""
+    main = status.get("main")
+    body = [f'<div class="banner muted"><h1>{_e(status.get("table"))}</h1>'
+            f'<div class="meta">status generated {_e(status.get("generated_at"))}</div></div><h2>main</h2>']
+    body.append(_kv([("snapshot", _e(main.get("snapshot_id"))), ("committed", _e(main.get("committed_at"))),
+                     ("total records", _num(main.get("total_records"))), ("last batch", _e(main.get("batch_id")))])
+                if main else '<p class="meta">main has no snapshot yet</p>')
+    body.append("<h2>Open audit branches</h2>" + _table(
+        ["Branch", "Snapshot", "Age", "Rows staged", "Batch", "Run"],
+        [[_e(b.get("name")), _e(b.get("snapshot_id")),
+          (f'{b["age_hours"]:.1f} h' if b.get("age_hours") is not None else "-",
+           "n stale" if (b.get("age_hours") or 0) > 24 else "n"),
+          (_num(b.get("rows_staged")), "n"), _e(b.get("batch_id")), _e(b.get("run_id"))]
+         for b in status.get("branches") or []], "no open audit branches"))
+    runs = []
+    for h in reversed(history):
+        label, cls = BANNERS.get(h.get("status"), (str(h.get("status")), "muted"))
+        failed = ", ".join(str(c.get("name")) for c in h.get("checks") or [] if not c.get("passed"))
+        runs.append([_e(h.get("finished_at")), _e(h.get("batch_id")), _e(h.get("run_id")),
+                     f'<span class="badge {cls}">{_e(label)}</span>', (_num(h.get("rows_written")), "n"),
+                     _e(failed or None)])
+    body.append("<h2>Last runs</h2>" + _table(
+        ["Finished", "Batch", "Run", "Status", "Rows written", "Failed checks"], runs, "no runs recorded"))
+    body.append("<h2>History</h2>" + _history_charts(history))
+    return _page(f'Status: {status.get("table")}', "".join(body))
 
 
 def finish(report, p):
@@ -2215,8 +2534,7 @@ def finish(report, p):
     channels = [
         ("run ledger", True, lambda: record_run(report, p)),
         ("report", p.report_path and report.status is not Status.ALREADY_PUBLISHED,
-         lambda: log.info("report written to %s",
-                                                   write_report(report, p.report_path))),
+         lambda: log.info("report written to %s", write_report(report, p))),
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
         ("Slack alert", alert and p.slack_webhook_url, lambda: send_slack(report, p.slack_webhook_url)),
         ("CloudWatch metrics", p.cloudwatch_namespace, lambda: put_metrics(report, p.cloudwatch_namespace)),
@@ -2248,6 +2566,8 @@ def alert_text(report):
         lines.append(f"Error: {report.error}")
     if report.status is Status.AUDIT_FAILED and report.inspect_sql:
         lines += ["Inspect the staged rows:", f"  {report.inspect_sql}"]
+    if report.html_report and report.html_report.startswith("s3://"):
+        lines.append(f"Report: {report.html_report}")
     return subject, "\n".join(lines)
 
 
@@ -2319,41 +2639,58 @@ def fault_point(step):
 # Status: what is published, what is pending or failed
 # =================================================================================================
 
-def show_status(spark, p):
-    """Print main's snapshot, the audit branches still open, and the last runs' reports."""
+def table_status(spark, p):
+    """main, the open audit branches and the table's last runs (oldest first), as data."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
-    lines = [f"table {p.catalog}.{p.table}"]
-    if not table_exists(spark, t):
+    status = {"table": f"{p.catalog}.{p.table}", "exists": table_exists(spark, t), "main": None,
+              "branches": [], "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if status["exists"]:
+        current = refs(spark, t)
+        snaps = {r["snapshot_id"]: r for r in spark.table(t.meta("snapshots"))
+                 .select("snapshot_id", "committed_at", "summary").collect()}
+        now = datetime.now()
+        main = current.get("main")
+        if main is not None:
+            s = snaps[main]
+            status["main"] = {"snapshot_id": main, "committed_at": f"{s['committed_at']:%Y-%m-%d %H:%M:%S}",
+                              "total_records": s["summary"].get("total-records"),
+                              "batch_id": s["summary"].get(BATCH_PROPERTY)}
+        for name in sorted(n for n in current if n.startswith(BRANCH_PREFIX)):
+            s = snaps.get(current[name])
+            summary = (s["summary"] or {}) if s else {}
+            status["branches"].append({
+                "name": name, "snapshot_id": current[name],
+                "age_hours": (now - s["committed_at"]).total_seconds() / 3600 if s else None,
+                "rows_staged": summary.get("added-records"), "batch_id": summary.get(BATCH_PROPERTY),
+                "run_id": summary.get(RUN_PROPERTY)})
+    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), status["table"])
+    return status, [ledger_dict(r) for r in reversed(ledger.recent(HISTORY_RUNS))]
+
+
+def show_status(spark, p):
+    """Print what is published, what waits in audit branches and how the last runs ended; with
+    --html, write the same as a page."""
+    status, history = table_status(spark, p)
+    lines = [f"table {status['table']}"]
+    if not status["exists"]:
         lines.append("  does not exist yet")
-        print("\n".join(lines))
-        return lines
-    current = refs(spark, t)
-    snaps = {r["snapshot_id"]: r for r in spark.table(t.meta("snapshots"))
-             .select("snapshot_id", "committed_at", "summary").collect()}
-    now = datetime.now()
-    main = current.get("main")
-    if main is None:
-        lines.append("main: no snapshot yet")
     else:
-        s = snaps[main]
-        lines.append(f"main: snapshot {main} committed {s['committed_at']:%Y-%m-%d %H:%M:%S}, "
-                     f"{s['summary'].get('total-records', '?')} rows, last batch "
-                     f"{s['summary'].get(BATCH_PROPERTY, '-')}")
-    branches = sorted(n for n in current if n.startswith(BRANCH_PREFIX))
-    lines.append(f"open audit branches: {len(branches)}")
-    for name in branches:
-        s = snaps.get(current[name])
-        age = (now - s["committed_at"]).total_seconds() / 3600 if s else float("nan")
-        summary = (s["summary"] or {}) if s else {}
-        lines.append(f"  {name}  snapshot {current[name]}  age {age:.1f} h  rows staged "
-                     f"{summary.get('added-records', '?')}  batch {summary.get(BATCH_PROPERTY, '-')}")
-    runs = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}").recent(10)
-    lines.append(f"last runs: {len(runs)}")
-    for r in runs:
-        failed = [c["name"] for c in r["checks"] or [] if not c["passed"]]
-        finished = f"{r['finished_at']:%Y-%m-%d %H:%M:%S}" if r["finished_at"] else "?"
-        lines.append(f"  {finished}  run {r['run_id'][:8]}  {r['batch_id']}  {r['status']}"
-                     + (f"  failed: {', '.join(failed)}" if failed else ""))
+        main = status["main"]
+        lines.append("main: no snapshot yet" if main is None else
+                     f"main: snapshot {main['snapshot_id']} committed {main['committed_at']}, "
+                     f"{main['total_records'] or '?'} rows, last batch {main['batch_id'] or '-'}")
+        lines.append(f"open audit branches: {len(status['branches'])}")
+        for b in status["branches"]:
+            lines.append(f"  {b['name']}  snapshot {b['snapshot_id']}  age {b['age_hours'] or 0:.1f} h  "
+                         f"rows staged {b['rows_staged'] or '?'}  batch {b['batch_id'] or '-'}")
+        last = list(reversed(history))[:10]
+        lines.append(f"last runs: {len(last)}")
+        for r in last:
+            failed = [c["name"] for c in r["checks"] or [] if not c["passed"]]
+            lines.append(f"  {r['finished_at'] or '?'}  run {r['run_id'][:8]}  {r['batch_id']}  {r['status']}"
+                         + (f"  failed: {', '.join(failed)}" if failed else ""))
+    if p.html:
+        lines.append(f"status page written to {put_text(p.html, render_status_html(status, history), 'text/html')}")
     print("\n".join(lines))
     return lines
 
@@ -2399,6 +2736,7 @@ def run(argv=None):
     try:
         p = parse_params(argv)
         report.table, report.mode = f"{p.catalog}.{p.table}", p.mode
+        report.rerun_command = rerun_command(p, argv)
         if p.status or p.cleanup_days is not None:
             spark, glue_job = create_session(p)
             if p.status:
