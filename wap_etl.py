@@ -83,6 +83,7 @@ RUN_PROPERTY = "wap.run_id"
 FINGERPRINT_PROPERTY = "wap.input_fingerprint"
 CONFIG_PROPERTY = "wap.config_fingerprint"
 FILES_PROPERTY = "wap.input_files"  # only with --source_files new: the files it consumed
+QUARANTINE_PROPERTY = "wap.quarantine_run_id"  # the run whose quarantined rows go with the snapshot
 SOURCE_SNAPSHOT_PROPERTY = "source-snapshot-id"  # Iceberg's own: what a rebased snapshot re-commits
 SOURCE_FORMATS = ("csv", "json", "parquet")
 MODES = ("append", "overwrite_partitions", "merge")
@@ -217,6 +218,10 @@ def read_raw_args(argv):
     """Parse `--name value` pairs with Glue's own parser on Glue, argparse elsewhere."""
     if on_glue(argv):
         from awsglue.utils import getResolvedOptions
+        unknown = sorted({a for a in argv if re.fullmatch(r"--[a-z][a-z0-9_]*", a)
+                          and a[2:] not in PARAMS and a != "--conf"})
+        if unknown:  # Glue's own options are --UPPER_CASE or --with-hyphens
+            raise bad_input(f"{unknown[0]}: unknown parameter (known: {', '.join('--' + n for n in PARAMS)})")
         present = [n for n in PARAMS if f"--{n}" in argv]
         resolved = getResolvedOptions(["wap_etl.py"] + list(argv), present + ["JOB_NAME"])
         raw = {n: resolved.get(n, default) for n, (default, _) in PARAMS.items()}
@@ -227,7 +232,7 @@ def read_raw_args(argv):
         def error(self, message):
             raise bad_input(message)
 
-    parser = Parser(prog="wap_etl.py", description=__doc__.split("\n")[0])
+    parser = Parser(prog="wap_etl.py", description=__doc__.split("\n")[0], allow_abbrev=False)
     for name, (default, help_text) in PARAMS.items():
         if name in BOOLEAN_PARAMS:
             parser.add_argument(f"--{name}", default=default, nargs="?", const="true", help=help_text)
@@ -318,7 +323,7 @@ def load_checks_param(value):
     return checks
 
 
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate")
 MAX_LISTED_FILES = 10_000
 
 
@@ -357,6 +362,8 @@ def list_folder(path):
         for page in pages:
             for obj in page.get("Contents", []):
                 parts = obj["Key"][len(prefix):].split("/")
+                if obj["Key"].endswith(("/", "_$folder$")):  # folder markers of the S3 console and Hadoop
+                    continue
                 if not any(part.startswith(("_", ".")) for part in parts):
                     names.append(obj["Key"])
             if len(names) >= MAX_LISTED_FILES:
@@ -528,7 +535,7 @@ def parse_check(spec, index):
     if not isinstance(spec, dict):
         raise bad_input(f"check #{index + 1}: expected a JSON object, got {json.dumps(spec)}")
     kind = spec.get("check")
-    label = f"check #{index + 1} ({spec.get('name') or kind})"
+    label = f"check #{index + 1} ({json.dumps(spec.get('name') or kind)})"
     if kind not in CHECK_PARAMS:
         raise bad_input(f"{label}: unknown check type {kind!r}; known: {', '.join(CHECK_PARAMS)}")
     required, optional = CHECK_PARAMS[kind]
@@ -690,9 +697,11 @@ def check_bound_types(c, label, dtype):
     if isinstance(dtype, T.NumericType):
         kind, ok = "a number", is_number
     elif isinstance(dtype, T.DateType):
-        kind, ok = "an ISO date (YYYY-MM-DD)", lambda v: isinstance(v, str) and parses(date.fromisoformat, v)
+        kind, ok = "an ISO date (YYYY-MM-DD)", lambda v: (isinstance(v, str) and ISO_DATE.match(v)
+                                                         and parses(date.fromisoformat, v))
     elif isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
-        kind, ok = "an ISO timestamp", lambda v: isinstance(v, str) and parses(datetime.fromisoformat, v)
+        kind, ok = "an ISO timestamp", lambda v: (isinstance(v, str) and ISO_TIMESTAMP.match(v)
+                                                 and parses(datetime.fromisoformat, v))
     elif isinstance(dtype, T.BooleanType):
         kind, ok = "true or false", lambda v: isinstance(v, bool)
     else:
@@ -701,6 +710,10 @@ def check_bound_types(c, label, dtype):
         if not ok(v):
             raise bad_input(f"{label}: {json.dumps(v)} is not {kind}, as column {c.column!r} "
                             f"({dtype.simpleString()}) needs")
+
+
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # the forms Spark's casts read too
+ISO_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}:\d{2})?$")
 
 
 def parses(parse, text):
@@ -872,21 +885,36 @@ def read_source(spark, p, table_schema=None, paths=None):
         raise
 
 
-def check_columns(df, what, csv_header=False):
+def check_columns(df, what, raw_header=None):
     """Column names Iceberg, Glue and SQL engines all carry: no duplicates (in any case), no dots,
-    backticks or control characters."""
-    lowered = [n.lower() for n in df.columns]
-    dupes = {n for n in lowered if lowered.count(n) > 1}
-    if csv_header:  # Spark renames a CSV header's duplicates to <name><position>: see through it
-        bases = [n[:-len(str(i))] for i, n in enumerate(lowered) if n.endswith(str(i)) and n != str(i)]
-        dupes |= {n for n in bases if bases.count(n) > 1}
+    backticks or control characters. `raw_header`: a CSV header line as written, since Spark
+    renames its duplicates to <name><position>."""
+    lowered = [n.lower() for n in (raw_header or df.columns)]
+    dupes = sorted({n for n in lowered if lowered.count(n) > 1})
     if dupes:
-        raise bad_input(f"{what}: duplicate column name {', '.join(sorted(dupes))} "
-                        f"(columns: {', '.join(df.columns)})")
+        raise bad_input(f"{what}: duplicate column name {', '.join(dupes)} "
+                        f"(columns: {', '.join(raw_header or df.columns)})")
     for name in df.columns:
         if "." in name or "`" in name or any(ord(ch) < 32 for ch in name):
             raise bad_input(f"{what}: column {name!r} has a dot, backtick or control character, "
                             "which Iceberg tables and SQL engines do not handle well; rename it")
+
+
+def csv_header(spark, p, source, paths):
+    """The first file's header line as written, read only when Spark's column names look like
+    its renaming of duplicates (two or more names ending in their own position)."""
+    import csv as csv_module
+    options = {k.lower(): str(v) for k, v in p.source_options.items()}
+    if p.source_format != "csv" or options.get("header", "true").lower() != "true":
+        return None
+    renamed = [n[:-len(str(i))].lower() for i, n in enumerate(source.columns)
+               if n.endswith(str(i)) and n != str(i)]
+    if len(renamed) == len(set(renamed)):
+        return None
+    line = spark.read.text(paths).first()
+    if line is None:
+        return None
+    return next(csv_module.reader([line[0]], delimiter=options.get("sep", options.get("delimiter", ","))))
 
 
 def check_source_records(spark, p, source):
@@ -1023,6 +1051,8 @@ class Batch:
                       CONFIG_PROPERTY: self.config_fingerprint}
         if self.track_files:
             properties[FILES_PROPERTY] = json.dumps(self.input_files)
+        if self.quarantine_run != self.run_id:
+            properties[QUARANTINE_PROPERTY] = self.quarantine_run
         return properties
 
 
@@ -1237,11 +1267,12 @@ def ledger_row_of_snapshot(mark, table):
             "error": "backfilled from the snapshot summary: the run's own ledger write failed"}
 
 
-def create_table(spark, ref, columns_ddl, partition_by=(), wap=False, retries=None):
+def create_table(spark, ref, columns_ddl, partition_by=(), wap=False, retries=None, any_schema=False):
     """CREATE TABLE IF NOT EXISTS (format v2), tolerating a concurrent run that created it first."""
     partitioned = f"PARTITIONED BY ({', '.join(quote(c) for c in partition_by)}) " if partition_by else ""
     wap_on = ", 'write.wap.enabled'='true'" if wap else ""
     wap_on += f", 'commit.retry.num-retries'='{int(retries)}'" if retries else ""
+    wap_on += ", 'write.spark.accept-any-schema'='true'" if any_schema else ""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.namespace)}")
     try:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {ref.sql} ({columns_ddl}) USING iceberg {partitioned}"
@@ -1283,14 +1314,21 @@ def plan_table(spark, p, t, df):
     extra = [f for f in df.schema.fields if f.name.lower() not in known]
     add = extra if p.schema_evolution == "add_columns" else []
     # merge may carry source-only columns (a CDC op code) that only --delete_condition reads
-    keep = [f.name for f in extra] if p.mode == "merge" and p.delete_condition and not add else []
-    if extra and not add and not keep:
+    keep = [f.name for f in extra if mentions(p.delete_condition, f.name)] \
+        if p.mode == "merge" and p.delete_condition and not add else []
+    extra = [f for f in extra if f.name not in keep]
+    if extra and not add:
         raise bad_input(f"schema: the batch has columns the table lacks: "
                         f"{', '.join(f.name for f in extra)} (--schema_evolution add_columns adds them)")
     target = T.StructType(table_schema.fields + [T.StructField(f.name, f.dataType, True) for f in add])
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {t.sql}").collect()}
     return TablePlan(df=align_to_schema(df, target, keep), add_columns=add,
                      enable_wap=props.get("write.wap.enabled", "").lower() != "true")
+
+
+def mentions(condition, column):
+    """True if a SQL condition names the column (as a word, or quoted, in any case)."""
+    return bool(re.search(r"(?<![\w`])`?" + re.escape(column) + r"`?(?![\w`])", condition or "", re.I))
 
 
 def prepare_table(spark, p, t, plan):
@@ -1404,14 +1442,16 @@ def write_quarantine(spark, t, bad, batch):
               .groupBy("name").agg(F.count("*").alias("n")).collect()}
     total = bad.count()
     if not table_exists(spark, q):
-        create_table(spark, q, ddl_of(spark, rows.schema), ["_wap_batch_id"])
-    else:  # the table gained columns since the quarantine was made: it gains them too
-        known = {f.name.lower() for f in spark.table(q.sql).schema.fields}
-        missing = [f for f in rows.schema.fields if f.name.lower() not in known]
-        if missing:
-            add_columns(spark, q, missing)
-    if total:
-        rows.writeTo(q.sql).option(f"snapshot-property.{BATCH_PROPERTY}", batch.batch_id).append()
+        create_table(spark, q, ddl_of(spark, rows.schema), ["_wap_batch_id"], any_schema=True)
+    else:
+        spark.sql(f"ALTER TABLE {q.sql} SET TBLPROPERTIES ('write.spark.accept-any-schema'='true')")
+        have = {f.name.lower(): f.name for f in spark.table(q.sql).schema.fields}
+        ours = {c.lower(): c for c in rows.columns}  # the quarantine's order first, new columns last
+        rows = rows.select(*[col(ours[n]) for n in have if n in ours],
+                           *[col(c) for c in rows.columns if c.lower() not in have])
+    if total:  # merge-schema: the quarantine evolves with the table, whatever the ALTER
+        (rows.writeTo(q.sql).option("merge-schema", "true")
+         .option(f"snapshot-property.{BATCH_PROPERTY}", batch.batch_id).append())
     return total, counts, f"{q.catalog}.{q.ident}"
 
 
@@ -1425,6 +1465,14 @@ def quarantined_by(spark, t, batch_id, run_id):
     counts = {r["name"]: r["n"] for r in mine.select(F.explode("_wap_failed_checks").alias("name"))
               .groupBy("name").agg(F.count("*").alias("n")).collect()}
     return mine.count(), counts
+
+
+def discard_quarantine(spark, t, batch):
+    """A run whose batch another run published: its own quarantined rows go."""
+    q = quarantine_ref(t)
+    if table_exists(spark, q):
+        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch.batch_id}' "
+                  f"AND `_wap_run_id` = '{batch.run_id}'")
 
 
 def tidy_quarantine(spark, t, batch):
@@ -1552,10 +1600,13 @@ def check_merge_batch(spark, p, df):
         if k.lower() not in lower:
             raise bad_input(f"--merge_keys: unknown column {k!r}; columns: {', '.join(df.columns)}")
     if p.delete_condition:
+        from pyspark.sql import types as T
         try:
-            df.alias("s").select(F.expr(p.delete_condition)).schema
+            dtype = df.alias("s").select(F.expr(p.delete_condition).alias("d")).schema["d"].dataType
         except Exception as e:
             raise bad_input(f"--delete_condition: {first_line(e)}") from None
+        if not isinstance(dtype, T.BooleanType):
+            raise bad_input(f"--delete_condition: must be a condition (boolean), got {dtype.simpleString()}")
     nulls = df.agg(*[F.sum(col(k).isNull().cast("long")).alias(f"n{i}")
                      for i, k in enumerate(p.merge_keys)]).first()
     for i, k in enumerate(p.merge_keys):
@@ -1565,7 +1616,7 @@ def check_merge_batch(spark, p, df):
                             "a NULL key never matches, so MERGE would insert it again on every run")
     dupes = (df.groupBy(*[col(k) for k in p.merge_keys]).count().filter("count > 1").limit(5).collect())
     if dupes:
-        shown = "; ".join(", ".join(f"{k}={r[i]}" for i, k in enumerate(p.merge_keys)) for r in dupes)
+        shown = "; ".join(", ".join(f"{k}={r[i]!r}" for i, k in enumerate(p.merge_keys)) for r in dupes)
         raise bad_input(f"--merge_keys: the batch repeats keys ({shown}); a MERGE needs one source "
                         "row per key")
 
@@ -1781,32 +1832,120 @@ def key_bound(c, j, side):
     return f"{side}_{hashlib.sha1(c.name.encode()).hexdigest()[:10]}_{j}"
 
 
+PROVABLE = ("not_null", "between", "freshness")  # decided from file metrics when they suffice
+
+
+def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
+    """Decide what Iceberg's own file metrics can prove, in one Spark job over the manifests of
+    the staged snapshot's added files (no data file is read). For each check, the same violation
+    test the scan would run is applied to every file's lower and upper bounds, null and NaN
+    counts: a file that could hold a violating row, or lacks the metric (metrics mode none or
+    counts, an all-NULL file, a column past the metrics limit), leaves the check to the scan.
+    Returns ({proven check name: newest value in epoch seconds for freshness, else None},
+    total rows, {unique check name: key bounds})."""
+    from pyspark.sql import functions as F, types as T
+    entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id)
+               .load(f"{t.catalog}.{t.ident}.entries")
+               .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)))
+    metric_names = {n.lower(): n for n in entries.schema["readable_metrics"].dataType.fieldNames()}
+    types = {f.name.lower(): f.dataType for f in spark.table(t.sql).schema.fields}
+
+    def metric(column, key):
+        return F.col("readable_metrics").getField(metric_names[column.lower()]).getField(key)
+
+    def unproven(condition):  # files where the check could fail, or the metric is missing
+        return F.sum(F.coalesce(condition, F.lit(True)).cast("long"))
+
+    aggs, decided = [F.count(F.lit(1)).alias("files"), F.sum("data_file.record_count").alias("records")], []
+    for i, c in enumerate(checks):
+        if c.check not in PROVABLE or c.action == "drop" or c.column.lower() not in metric_names:
+            continue
+        lower, upper = metric(c.column, "lower_bound"), metric(c.column, "upper_bound")
+        if c.check == "not_null":
+            aggs.append(unproven(metric(c.column, "null_value_count") > 0).alias(f"u{i}"))
+        elif c.check == "between":
+            nan = (metric(c.column, "nan_value_count") > 0
+                   if isinstance(types.get(c.column.lower()), (T.FloatType, T.DoubleType)) else F.lit(False))
+            outside = [lower < F.lit(c.min)] if c.min is not None else []
+            outside += [upper > F.lit(c.max)] if c.max is not None else []
+            condition = nan
+            for o in outside:
+                condition = condition | o
+            aggs.append(unproven(condition).alias(f"u{i}"))
+        else:  # freshness: the newest value is the largest upper bound (dates and times are exact)
+            aggs += [unproven(upper.isNull()).alias(f"u{i}"),
+                     F.max(upper.cast("timestamp").cast("double")).alias(f"newest{i}")]
+        decided.append((i, c))
+    bounds_of = {}
+    for c in unique_checks:
+        if all(k.lower() in metric_names for k in c.columns):
+            for j, k in enumerate(c.columns):
+                aggs += [F.min(metric(k, "lower_bound")).alias(key_bound(c, j, "lo")),
+                         F.max(metric(k, "upper_bound")).alias(key_bound(c, j, "hi")),
+                         unproven(metric(k, "lower_bound").isNull()).alias(key_bound(c, j, "missing"))]
+            bounds_of[c.name] = len(c.columns)
+    row = entries.agg(*aggs).first()
+    total = int(row["records"] or 0)
+    proven = {}
+    for i, c in decided:
+        if row[f"u{i}"] == 0:
+            proven[c.name] = row[f"newest{i}"] if c.check == "freshness" else None
+    keys = {name: [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
+                   for j in range(n)]
+            for name, n in bounds_of.items()
+            for c in unique_checks if c.name == name
+            if not any(row[key_bound(c, j, "missing")] for j in range(n))}
+    return proven, total, keys
+
+
 def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
-          metrics=None, rows_dropped=0):
+          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None):
     """Evaluate every check against the staged rows; row checks share one Spark job.
 
     `metrics`, when given, are the row aggregates observed while the write itself ran (already
     matched against the snapshot's record count), so the staged rows need no second scan.
     `whole_table` (the whole staged snapshot) is given when the batch replaces or updates rows:
     `unique` then looks for duplicates across it, since keys on main may be replaced legitimately.
+    `proof_snapshot`: the staged snapshot whose added files are exactly the audited rows (append,
+    overwrite_partitions); what their metrics prove is not scanned at all.
     """
     dropped_counts = dropped_counts or {}
-    row_checks, fresh_checks, aggs = row_metrics(checks)
-    row = metrics if metrics is not None else scan_metrics(staged_df, aggs)
+    unique_checks = [c for c in checks if c.check == "unique"]
+    proven, keys, total = {}, {}, None
+    if metrics is None and proof_snapshot is not None:
+        proven, total, keys = prove_from_metadata(spark, t, proof_snapshot, checks, unique_checks)
+    scanned = [c for c in checks if c.name not in proven and not (c.check == "unique" and c.name in keys)]
+    row_checks, fresh_checks, aggs = row_metrics(checks if metrics is not None else scanned)
+    if metrics is not None:
+        row, how = metrics, "write"
+    elif total is not None and len(aggs) == 1:  # nothing left that needs a row: no scan
+        row, how = {"rows": total}, "metadata"
+    else:
+        row, how = scan_metrics(staged_df, aggs), "scan"
     total = row["rows"]
     results = {}
+    newest = {c.name: row[f"f{i}"] for i, c in enumerate(fresh_checks)}
+    for c in checks:
+        if c.name in proven and c.check == "freshness":
+            newest[c.name] = proven[c.name]
+        elif c.name in proven:  # not_null, between: no file can hold a failing row
+            results[c.name] = dict(check_result(c, 0, total), decided_by="metadata")
     for i, c in enumerate(row_checks):
         results[c.name] = check_result(c, row[f"r{i}"] or 0, total)
-    for i, c in enumerate(fresh_checks):
-        newest = row[f"f{i}"]
-        hours = None if newest is None else round((time.time() - newest) / 3600, 3)
+    for c in checks:
+        if c.check != "freshness":
+            continue
+        value = newest[c.name]
+        hours = None if value is None else round((time.time() - value) / 3600, 3)
         detail = ("no values" if hours is None else
                   f"newest value is {hours} h old, limit {c.max_age_hours} h"
                   if hours > c.max_age_hours else None)
         results[c.name] = check_result(c, None, total, observed=hours, detail=detail)
+        if c.name in proven:
+            results[c.name]["decided_by"] = "metadata"
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
-            dropped, read = dropped_counts.get(c.name, 0), total + rows_dropped
+            dropped, read = dropped_counts.get(c.name, 0), rows_read or total + rows_dropped
             limited = c.max_failing_rows is not None or c.max_failing_fraction is not None
             results[c.name] = check_result(c, dropped if limited else 0, read)
             results[c.name]["failing_rows"] = dropped
@@ -1821,8 +1960,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         elif c.check == "schema":
             results[c.name] = audit_schema(spark, c, staged_df, total)
         elif c.check == "unique":
-            bounds = [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
-                      for j in range(len(c.columns))]
+            bounds = keys.get(c.name) or [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
+                                          for j in range(len(c.columns))]
             results[c.name] = audit_unique(spark, t, c, staged_df, parent, total, bounds,
                                            whole_table)
         elif c.check == "volume":
@@ -1831,6 +1970,10 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         r = results[c.name]
         if r["failing_rows"]:
             r["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
+    for c in checks:  # how each verdict was reached, for the report
+        results[c.name].setdefault("decided_by", {
+            "row_count": how, "schema": "metadata", "volume": "metadata", "unique": "scan"}.get(
+                c.check, "scan" if c.action == "drop" else how))
     return [results[c.name] for c in checks], total
 
 
@@ -2117,6 +2260,7 @@ class RunReport:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     rows_written: int = 0
     rows_dropped: int = 0
+    rows_read: int = None
     main_snapshot_before: int = None
     main_snapshot_after: int = None
     staged_snapshot: int = None
@@ -2176,6 +2320,10 @@ def record_run(report, p):
     ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
     if report.exit_code == EXIT_BAD_INPUT and not ledger.exists():
         return
+    t = TableRef(p.catalog, p.namespace, p.table_name)
+    if table_exists(spark, t):
+        table = iceberg_table(spark, t)
+        ledger.backfill(list(History().walk(table, ref_id(table, "main"))))
     ledger.record([ledger_row(report)])
 
 
@@ -2209,9 +2357,10 @@ def write_report(report, p):
     """<report_path>/<catalog.namespace.table>/<batch_id>.json, and the same run as an HTML page
     beside it, with the table's recent runs charted from the run ledger."""
     base = f"{p.report_path.rstrip('/')}/{report.table or 'unknown'}/{report.batch_id or 'no_batch'}"
-    report.html_report = base + ".html"
-    put_text(report.html_report, render_run_html(asdict(report), run_history(report, p)), "text/html")
-    return put_text(base + ".json", json.dumps(asdict(report), indent=2, default=str), "application/json")
+    written = put_text(base + ".json", json.dumps(asdict(report), indent=2, default=str), "application/json")
+    side_effect("HTML report", lambda: setattr(report, "html_report", put_text(
+        base + ".html", render_run_html(asdict(report), run_history(report, p)), "text/html")))
+    return written
 
 
 HISTORY_RUNS = 30
@@ -2242,12 +2391,20 @@ def ledger_dict(row):
 def rerun_command(p, argv):
     """How to run this batch again, the way it was run."""
     if p.on_glue:  # Glue passes --name value pairs, plus its own job arguments
-        pairs = dict(zip(argv[::2], argv[1::2]))
+        pairs = dict(zip(redacted(argv)[::2], redacted(argv)[1::2]))
         arguments = {k: v for k, v in pairs.items()
                      if k.startswith("--") and k[2:] not in ("JOB_NAME", "JOB_ID", "JOB_RUN_ID")}
         return (f"aws glue start-job-run --job-name {shlex.quote(p.glue_args.get('JOB_NAME', 'wap_etl'))} "
                 f"--arguments {shlex.quote(json.dumps(arguments))}")
-    return "python wap_etl.py " + shlex.join(argv)
+    return "python wap_etl.py " + shlex.join(redacted(argv))
+
+
+SECRET_PARAMS = ("--slack_webhook_url",)
+
+
+def redacted(argv):
+    """The arguments with secrets (the Slack webhook URL) replaced, for reports and pages."""
+    return [("<redacted>" if i and argv[i - 1] in SECRET_PARAMS else a) for i, a in enumerate(argv)]
 
 
 # The HTML pages: self-contained (inline CSS and SVG, no script, nothing from the network), so
@@ -2552,7 +2709,7 @@ def finish(report, p):
 
 def alert_text(report):
     """Subject and body of an alert: what failed, by how much, and how to look at it."""
-    subject = f"wap_etl {report.status}: {report.table} batch {report.batch_id}"[:100]
+    subject = f"wap_etl {report.status}: {report.table} batch {report.batch_id}"[:99]
     lines = [f"Table: {report.table}", f"Status: {report.status}", f"Batch: {report.batch_id}",
              f"Branch: {report.branch}", f"Rows staged: {report.rows_written}",
              f"Main snapshot: {report.main_snapshot_after or report.main_snapshot_before}"]
@@ -2584,7 +2741,8 @@ def send_slack(report, url):
     """Standard-library POST to a Slack incoming webhook, with a timeout."""
     import urllib.request
     subject, body = alert_text(report)
-    data = json.dumps({"text": f"*{subject}*\n```{body}```"}).encode()
+    escape = lambda text: text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # noqa: E731
+    data = json.dumps({"text": f"*{escape(subject)}*\n```{escape(body)}```"}).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:
         if response.status >= 300:
@@ -2768,7 +2926,7 @@ def run(argv=None):
 
 
 def run_batch(p, checks, report):
-    """Read and validate the batch, then write, audit and publish it exactly once."""
+    """Read the batch; a read that fails on malformed data, whenever it surfaces, is bad input."""
     with timed(report, "session"):
         spark, glue_job = create_session(p)
     t = TableRef(p.catalog, p.namespace, p.table_name)
@@ -2782,17 +2940,27 @@ def run_batch(p, checks, report):
             return EXIT_OK, glue_job
         source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None,
                              paths)
-        check_columns(source, "--source_path", csv_header=p.source_format == "csv")
+    try:
+        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths), glue_job
+    except Exception as e:
+        raise explain_read_failure(spark, p, source, paths, e) from None
+
+
+def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
+    """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
+    with timed(report, "read"):
+        check_columns(source, "--source_path", csv_header(spark, p, source, paths))
         check_source_records(spark, p, source)
         input_fingerprint = fingerprint_input(spark, p, source)
         df = apply_transform(source)
         validate_checks_against(spark, checks, df)
-        if p.mode == "merge":
-            check_merge_batch(spark, p, df)
-            if not any(c.check == "unique" and [x.lower() for x in c.columns]
-                       == [k.lower() for k in p.merge_keys] for c in checks):
-                checks.append(Check(name="unique_merge_keys", check="unique", columns=p.merge_keys))
+        if p.mode == "merge" and not any(c.check == "unique" and [x.lower() for x in c.columns]
+                                         == [k.lower() for k in p.merge_keys] for c in checks):
+            checks.append(Check(name="unique_merge_keys", check="unique", columns=p.merge_keys))
         plan = plan_table(spark, p, t, df)
+        good, bad = split_dropped(spark, checks, plan.df)
+        if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
+            check_merge_batch(spark, p, good)
     batch = Batch(batch_id=p.batch_id or f"fp-{input_fingerprint[:24]}", run_id=report.run_id,
                   input_fingerprint=input_fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=paths if p.source_files == "new" else sorted(source.inputFiles()),
@@ -2801,37 +2969,31 @@ def run_batch(p, checks, report):
     report.input_fingerprint, report.config_fingerprint = input_fingerprint, batch.config_fingerprint
     report.input_files = batch.input_files
     report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{batch.branch}'"
-
-    with timed(report, "prepare"):
-        prepare_table(spark, p, t, plan)
-        df = plan.df
-        table = iceberg_table(spark, t)
-        report.main_snapshot_before = main = ref_id(table, "main")
-        marks = list(history.walk(table, main))
-        ledger.backfill(marks)
-        published = already_on_main(marks, ledger, table, batch)
-    if published is not None:
-        log.info("batch %s is already on main (snapshot %s); nothing to do", batch.batch_id, published)
-        report.status, report.main_snapshot_after, report.staged_snapshot = (
-            Status.ALREADY_PUBLISHED, main, published)
-        return EXIT_OK, glue_job
-
-    staged = resume(spark, p, t, batch, table, main)
-    good, bad = split_dropped(spark, checks, df)
-    dropped_counts = {}
     try:
+        with timed(report, "prepare"):
+            prepare_table(spark, p, t, plan)
+            table = iceberg_table(spark, t)
+            report.main_snapshot_before = main = ref_id(table, "main")
+            published = already_on_main(history.walk(table, main), ledger, table, batch)
+        if published is not None:
+            log.info("batch %s is already on main (snapshot %s); nothing to do", batch.batch_id, published)
+            report.status, report.main_snapshot_after, report.staged_snapshot = (
+                Status.ALREADY_PUBLISHED, main, published)
+            return EXIT_OK
+        staged = resume(spark, p, t, batch, table, main)
+        dropped_counts = {}
         if bad is not None and staged is None:
             report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
                 spark, t, bad, batch)
+            report.rows_read = report.rows_dropped + good.count()  # from the cache
         elif bad is not None:  # resumed: the run that staged the snapshot quarantined its rows
-            batch.quarantine_run = staged["summary"].get(RUN_PROPERTY)
+            batch.quarantine_run = (staged["summary"].get(QUARANTINE_PROPERTY)
+                                    or staged["summary"].get(RUN_PROPERTY))
             report.rows_dropped, dropped_counts = quarantined_by(spark, t, batch.batch_id,
                                                                  batch.quarantine_run)
             report.quarantine_table = ".".join([t.catalog, quarantine_ref(t).ident])
         return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good, staged,
-                                   dropped_counts), glue_job
-    except Exception as e:
-        raise explain_read_failure(spark, p, source, paths, e) from None
+                                   dropped_counts)
     finally:
         if bad is not None:
             bad.unpersist()
@@ -2877,6 +3039,8 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 return audit_failed(report)
             if report.rows_written == 0 and not report.rows_deleted:
                 report.status, report.main_snapshot_after = Status.NOTHING_TO_PUBLISH, staged["parent_id"]
+                if report.quarantine_table:
+                    side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))
                 drop_branch(spark, t, batch.branch)
                 log.info("the batch has no rows; nothing to publish")
                 return EXIT_OK
@@ -2945,6 +3109,8 @@ def settle_already_published(spark, t, report, batch, decision, staged, unknown_
     report.staged_snapshot = decision.published_as
     if not ours:
         drop_branch(spark, t, batch.branch)
+        if report.quarantine_table and batch.quarantine_run == batch.run_id:
+            side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch))
         log.info("batch %s was published by another run (snapshot %s); main is untouched by this run",
                  batch.batch_id, decision.published_as)
     return EXIT_OK
@@ -2984,9 +3150,10 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
         staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,
                                 batch_df, p)
         whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
-        report.checks, report.rows_written = audit(spark, t, checks, staged_df, staged["parent_id"],
-                                                   ledger, dropped_counts, whole, metrics,
-                                                   report.rows_dropped or 0)
+        report.checks, report.rows_written = audit(
+            spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,
+            report.rows_dropped or 0, staged["snapshot_id"] if p.mode != "merge" else None,
+            report.rows_read)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode != "merge":
             report.rows_inserted = int(staged["summary"].get("added-records", 0))
@@ -3000,7 +3167,7 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
     if recheck:
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
                                                           staged["parent_id"]),
-                           staged["parent_id"], ledger)
+                           staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"])
         by_name = {r["name"]: r for r in results}
         report.checks = [by_name.get(r["name"], r) for r in report.checks]
 

@@ -141,9 +141,11 @@ def test_audit_from_the_write_matches_the_branch_scan(wap):
     code2, observed = wap.run(rows, checks=checks, batch_id="obs", publish="false", audit_source="write")
     assert code == code2 == 0
     assert scanned.audit_source == "branch" and observed.audit_source == "write"
-    strip = lambda r: [{k: v for k, v in c.items() if k != "observed"} for c in r.checks]
+    strip = lambda r: [{k: v for k, v in c.items() if k not in ("observed", "decided_by")} for c in r.checks]
     assert strip(scanned) == strip(observed)
     assert observed.rows_written == 5
+    assert [c["decided_by"] for c in observed.checks] == ["write", "write", "write", "scan"]
+    assert [c["decided_by"] for c in scanned.checks] == ["scan", "scan", "metadata", "scan"]
 
 
 def test_observed_metrics_are_refused_when_the_count_differs_from_the_snapshot(wap, spark):

@@ -85,3 +85,11 @@ def test_glue_run_with_failed_audit_does_not_commit(wap, glue):
     argv = glue_argv(wap, wap.csv([{"id": 1}, {"id": None}]), checks=[{"check": "not_null", "column": "id"}])
     code, _ = wap_etl.run(argv)
     assert code == 3 and ("commit",) not in glue.runs
+
+
+def test_glue_run_with_a_misspelled_parameter_exits_2(wap, glue):
+    """Glue's parser drops names it was not asked for; a typo must not silently change the run."""
+    argv = glue_argv(wap, wap.csv([{"id": 1}]), checks=[]) + ["--delete_conditon", "s.op = 'D'"]
+    code, report = wap_etl.run(argv)
+    assert code == 2 and "--delete_conditon" in report.error
+    assert not wap.exists()

@@ -223,3 +223,69 @@ def test_local_folder_with_mixed_files_exits_2_naming_the_extensions(wap, tmp_pa
     (folder / "b.json").write_text('{"id": 2}\n')
     code, report = wap.run(str(folder), checks=[])
     assert code == 2 and ".csv" in report.error and ".json" in report.error
+
+
+# --- second review --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bound", ["20240601", "2024-W23-6", "2024-06-01T10"])
+def test_date_bounds_spark_cannot_read_exit_2(wap, bound):
+    rows = [{"id": 1, "day": "2024-06-01"}]
+    code, report = wap.run(rows, checks=[{"check": "between", "column": "day", "min": bound}],
+                           source_options={"dateFormat": "yyyy-MM-dd"})
+    assert code == 2 and "ISO date" in report.error and not wap.exists()
+
+
+def test_merge_drop_check_quarantines_a_null_key_instead_of_refusing_the_batch(wap, spark):
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=[])[0] == 0
+    checks = [{"check": "not_null", "column": "id", "action": "drop"}]
+    code, report = wap.run([{"id": None, "amount": 2.0}, {"id": 2, "amount": 3.0}], checks=checks,
+                           mode="merge", merge_keys="id")
+    assert code == 0 and report.rows_dropped == 1, report.error
+    assert sorted(by_id(wap)) == [1, 2]
+    assert spark.table(f"{wap.sql}_quarantine").count() == 1
+
+
+def test_merge_delete_condition_does_not_smuggle_in_new_columns(wap):
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=[])[0] == 0
+    rows = [{"id": 1, "amount": 2.0, "op": "U", "discount": 0.5}]
+    code, report = wap.run(rows, checks=[], mode="merge", merge_keys="id", delete_condition="s.op = 'D'")
+    assert code == 2 and "discount" in report.error and "op" not in report.error.split("lacks:")[-1]
+
+
+def test_merge_delete_condition_must_be_a_condition(wap):
+    assert wap.run([{"id": 1, "amount": 1.0, "op": "U"}], checks=[])[0] == 0
+    code, report = wap.run([{"id": 1, "amount": 2.0, "op": "D"}], checks=[], mode="merge", merge_keys="id",
+                           delete_condition="s.op")
+    assert code == 2 and "--delete_condition" in report.error and "boolean" in report.error
+
+
+def test_quarantine_follows_a_widened_column(wap, spark):
+    check = dict(POSITIVE[0], action="drop")
+    assert wap.run([{"id": 1, "amount": -1.0}, {"id": 2, "amount": 1.0}], checks=[check])[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} ALTER COLUMN id TYPE bigint")
+    code, report = wap.run([{"id": 3, "amount": -3.0}, {"id": 4, "amount": 4.0}], checks=[check])
+    assert code == 0, report.error
+    assert sorted(r["id"] for r in spark.table(f"{wap.sql}_quarantine").collect()) == [1, 3]
+
+
+def test_headerless_csv_and_numbered_column_names_are_fine(wap, tmp_path):
+    numbered = tmp_path / "q.csv"
+    numbered.write_text("id,q1,q2\n1,2,3\n")
+    assert wap.run(str(numbered), checks=[])[0] == 0
+    headerless = tmp_path / "h.csv"
+    headerless.write_text("5,6,7\n")
+    code, report = wap.run(str(headerless), checks=[], source_options={"header": "false"},
+                           table=f"{wap.ns}.raw")
+    assert code == 0, report.error
+
+
+def test_s3_folder_markers_are_not_files(s3):
+    for key in ("orders/2024-06-01/", "orders/2024-06-01/part-0.csv", "orders/2024-06-01/sub_$folder$"):
+        s3.put_object(Bucket="incoming", Key=key, Body=b"")
+    assert wap_etl.infer_format("s3://incoming/orders/2024-06-01/") == "csv"
+
+
+def test_the_rerun_command_never_shows_the_slack_webhook(wap):
+    code, report = wap.run([{"id": 1}], checks=[], slack_webhook_url="https://hooks.slack.example/T0/B0/secret",
+                           alert_on="audit_failed")
+    assert "secret" not in report.rerun_command and "<redacted>" in report.rerun_command

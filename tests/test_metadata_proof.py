@@ -1,0 +1,127 @@
+"""Checks proven from Iceberg's file metrics: what metadata can prove is not scanned at all, what it
+cannot (NaN, NULL, truncated bounds, no metrics, a file that may hold a violation) is scanned, and
+either way the verdicts equal a full scan's."""
+import math
+import os
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import wap_etl
+
+PROVABLE = [{"check": "not_null", "column": "id"}, {"check": "between", "column": "amount", "min": 0, "max": 100},
+            {"check": "freshness", "column": "ts", "max_age_hours": 48}, {"check": "row_count", "min": 1}]
+
+
+def recent(hours=1):
+    return (datetime.now(timezone.utc) - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def staged_files(spark, wap):
+    branch = next(n for n in wap.refs() if n.startswith("audit_"))
+    return [r[0] for r in spark.sql(f"SELECT file_path FROM {wap.sql}.files VERSION AS OF '{branch}'").collect()]
+
+
+def test_metadata_decided_checks_read_no_data_file(wap, spark, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 1.0, "ts": recent()}], checks=PROVABLE)[0] == 0
+    hidden = []
+
+    def hide_the_staged_files_during_the_audit(step):
+        if step == "write":  # the data files the audit would have to read are gone...
+            for path in staged_files(spark, wap):
+                local = path[len("file:"):] if path.startswith("file:") else path
+                if os.path.exists(local) and not any(local == h for h, _ in hidden):
+                    os.rename(local, local + ".away")
+                    hidden.append((local, local + ".away"))
+        if step == "audit":  # ...until the audit is done
+            for local, away in hidden:
+                os.rename(away, local)
+    monkeypatch.setattr(wap_etl, "fault_point", hide_the_staged_files_during_the_audit)
+    rows = [{"id": i, "amount": float(i), "ts": recent()} for i in range(1, 50)]
+    code, report = wap.run(rows, checks=PROVABLE)
+    assert hidden, "the staged files were hidden"
+    assert code == 0 and report.status == "published", report.error
+    assert {c["name"]: c["decided_by"] for c in report.checks} == {
+        "not_null_id": "metadata", "between_amount": "metadata", "freshness_ts": "metadata",
+        "row_count": "metadata"}
+    assert report.rows_written == 49 and report.checks[2]["observed"] < 1.1
+    assert len(wap.ids()) == 50
+
+
+def spread_over_files(files):
+    """A transform that writes the batch as `files` data files, ids in ranges."""
+    return lambda df: df.repartitionByRange(files, "id")
+
+
+@pytest.mark.parametrize("position", [0, 3, 6, 9])
+def test_a_violation_in_any_one_file_is_found_and_counted_exactly(wap, monkeypatch, position):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(4))
+    rows = [{"id": i, "amount": float(i), "ts": recent()} for i in range(12)]
+    rows[position]["amount"] = -5.0
+    rows[position + 1]["amount"] = 500.0
+    code, report = wap.run(rows, checks=PROVABLE)
+    result = {c["name"]: c for c in report.checks}["between_amount"]
+    assert code == 3 and result["failing_rows"] == 2 and result["decided_by"] == "scan"
+    assert sorted(r["amount"] for r in result["sample"]) == [-5.0, 500.0]
+    assert {c["name"]: c["decided_by"] for c in report.checks}["not_null_id"] == "metadata"
+
+
+@pytest.mark.parametrize("case", ["NaN above the range", "NaN with only a lower bound", "NULL",
+                                  "all NULL", "truncated string bounds", "metrics mode none"])
+def test_what_metadata_cannot_decide_falls_back_to_a_scan(wap, spark, case):
+    checks = {"NaN above the range": [{"check": "between", "column": "x", "max": 10}],
+              "NaN with only a lower bound": [{"check": "between", "column": "x", "min": 0}],
+              "NULL": [{"check": "not_null", "column": "x"}],
+              "all NULL": [{"check": "between", "column": "x", "min": 0}],
+              "truncated string bounds": [{"check": "between", "column": "s", "max": "a" * 20 + "5"}],
+              "metrics mode none": [{"check": "not_null", "column": "x"}]}[case]
+    x = {"NaN above the range": [1.0, float("nan")], "NaN with only a lower bound": [1.0, float("nan")],
+         "NULL": [1.0, None], "all NULL": [None, None]}.get(case, [1.0, 2.0])
+    rows = [{"id": i, "x": v, "s": "a" * 20 + str(i)} for i, v in enumerate(x)]
+    expected = {"NaN above the range": 1, "NULL": 1}.get(case, 0)
+    if case == "metrics mode none":
+        assert wap.run([{"id": 9, "x": 1.0, "s": "z"}], checks=[])[0] == 0
+        spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.metadata.metrics.default'='none')")
+    df = wap.spark.createDataFrame(rows, "id int, x double, s string")
+    path = str(wap.tmp / "in" / "batch.parquet")
+    df.write.parquet(path)
+    code, report = wap.run(path, checks=checks)
+    result = report.checks[0]
+    assert result["decided_by"] == "scan" and result["failing_rows"] == expected, result
+    assert code == (3 if expected else 0)
+
+
+def test_proofs_equal_the_scan_on_random_batches(wap, spark):
+    """A property over seeded random batches: with or without the metadata proof, every check
+    reaches the same verdict and failing-row count."""
+    rng = random.Random(20261122)
+    by_metadata = 0
+    table = wap_etl.TableRef("local", wap.ns, "orders")
+    ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
+    for trial in range(6):
+        n = rng.randint(1, 40)
+        rows = [{"id": trial * 100 + i,
+                 "x": rng.choice([None, math.nan, rng.uniform(-20, 120), rng.uniform(0, 100)]),
+                 "d": rng.choice([None, f"2024-06-{rng.randint(1, 28):02d}"])} for i in range(n)]
+        low, high = sorted(rng.sample(range(-10, 110), 2))
+        checks = wap_etl.parse_checks([
+            {"check": "not_null", "column": "x"}, {"check": "not_null", "column": "id"},
+            {"check": "between", "column": "x", "min": low, "max": high},
+            {"check": "between", "column": "x", "min": low},
+            {"check": "between", "column": "d", "min": "2024-06-05", "max": "2024-06-25"},
+            {"check": "row_count", "min": 5}])
+        df = spark.createDataFrame(rows, "id int, x double, d string").selectExpr("id", "x", "to_date(d) AS d")
+        path = str(wap.tmp / "in" / f"trial{trial}.parquet")
+        df.repartition(rng.randint(1, 4)).write.parquet(path)
+        code, report = wap.run(path, checks=[], publish="false", batch_id=f"t{trial}")
+        assert code == 0, report.error
+        staged = report.staged_snapshot
+        staged_df = wap_etl.read_staged(spark, table, staged, report.main_snapshot_before)
+        proven, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger,
+                                  proof_snapshot=staged)
+        scanned, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger)
+        assert [(r["name"], r["passed"], r["failing_rows"]) for r in proven] == \
+               [(r["name"], r["passed"], r["failing_rows"]) for r in scanned], trial
+        by_metadata += sum(r["decided_by"] == "metadata" for r in proven)
+    assert by_metadata >= 6, "the proof decided checks in the trials, not only the scan"
