@@ -1065,7 +1065,7 @@ def branch_prefix(batch_id):
 
 
 # =================================================================================================
-# Table state: everything is read from Iceberg metadata, never from memory
+# Table state and ledger: read from Iceberg metadata and the run ledger, never from memory
 # =================================================================================================
 
 @dataclass
@@ -1408,7 +1408,7 @@ def can_widen(source, target):
 
 
 # =================================================================================================
-# Write: stage the batch on the audit branch
+# Write: stage the batch on this run's audit branch
 # =================================================================================================
 
 def split_dropped(spark, checks, df):
@@ -1736,7 +1736,7 @@ def drop_branch(spark, t, branch):
 
 
 # =================================================================================================
-# Audit: every row check in one aggregation over the staged rows
+# Audit: what file metrics prove first, then every other check in one pass over the staged rows
 # =================================================================================================
 
 def failing_rows_condition(c):
