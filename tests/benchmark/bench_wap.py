@@ -225,6 +225,8 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
     results["audit_profile_seconds"] = profile_audit(spark, "wap", report)
 
     # 3 + 4: the same fixed batch audited and published on a 1x and a 10x table
+    if not scaling_rows:
+        return finish_results(results, spark)
     scale_csv = os.path.join(work, "scale_csv")
     make_csv(spark, scaling_rows, scale_csv)
     scaling = {}
@@ -245,6 +247,10 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
     results["audit_10x_over_1x"] = round(scaling["10x"]["audit_seconds"]["median"]
                                          / scaling["1x"]["audit_seconds"]["median"], 3)
     results["publish_max_seconds"] = max(v["publish_seconds"]["max"] for v in scaling.values())
+    return finish_results(results, spark)
+
+
+def finish_results(results, spark):
     results["peak_driver_jvm_rss_mb"] = jvm_peak_rss_mb(spark)
     results["peak_python_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     results["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
@@ -263,12 +269,13 @@ def print_table(r):
         print(f"{label:36} {v['median']:9.2f} {v['min']:9.2f} {v['max']:9.2f}")
     print(f"{'wap / plain':36} {r['wap_over_plain']:9.3f}")
     print(f"{'wap steps (median s)':36} " + ", ".join(f"{k} {v}" for k, v in r["wap_step_seconds"].items()))
-    for size, v in r["scaling"].items():
+    for size, v in r.get("scaling", {}).items():
         print(f"{'audit, table ' + size + ' (s)':36} {v['audit_seconds']['median']:9.2f} "
               f"{v['audit_seconds']['min']:9.2f} {v['audit_seconds']['max']:9.2f}")
         print(f"{'publish, table ' + size + ' (s)':36} {v['publish_seconds']['median']:9.2f} "
               f"{v['publish_seconds']['min']:9.2f} {v['publish_seconds']['max']:9.2f}")
-    print(f"{'audit 10x / 1x':36} {r['audit_10x_over_1x']:9.3f}")
+    if "audit_10x_over_1x" in r:
+        print(f"{'audit 10x / 1x':36} {r['audit_10x_over_1x']:9.3f}")
     print(f"{'Spark jobs in the audit':36} {r['audit_spark_jobs']:9d}")
     for name, seconds in r["audit_profile_seconds"].items():
         print(f"{'  audit profile: ' + name:60} {seconds:7.2f} s")
@@ -311,7 +318,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--scaling_rows", type=int, default=1_000_000)
+    ap.add_argument("--scaling_rows", type=int, default=1_000_000, help="0: skip the audit-scaling part")
     ap.add_argument("--audit_source", default="branch", choices=["branch", "write"])
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--json", default=os.path.join(ROOT, "tests", "benchmark", "results.json"))
@@ -326,8 +333,9 @@ def main(argv=None):
     print_table(results)
     with open(args.json, "w") as f:
         json.dump(results, f, indent=2)
-    draw_chart(results, args.chart)
-    print(f"\nwrote {args.json} and {args.chart}")
+    if "scaling" in results:  # --scaling_rows 0 measures plain vs WAP only: no chart
+        draw_chart(results, args.chart)
+    print(f"\nwrote {args.json}" + (f" and {args.chart}" if "scaling" in results else ""))
     return results
 
 
