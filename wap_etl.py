@@ -1270,13 +1270,14 @@ def ledger_row_of_snapshot(mark, table):
 def create_table(spark, ref, columns_ddl, partition_by=(), wap=False, retries=None, any_schema=False):
     """CREATE TABLE IF NOT EXISTS (format v2), tolerating a concurrent run that created it first."""
     partitioned = f"PARTITIONED BY ({', '.join(quote(c) for c in partition_by)}) " if partition_by else ""
-    wap_on = ", 'write.wap.enabled'='true'" if wap else ""
-    wap_on += f", 'commit.retry.num-retries'='{int(retries)}'" if retries else ""
-    wap_on += ", 'write.spark.accept-any-schema'='true'" if any_schema else ""
+    properties = {"format-version": "2", "write.wap.enabled": "true" if wap else None,
+                  "commit.retry.num-retries": str(int(retries)) if retries else None,
+                  "write.spark.accept-any-schema": "true" if any_schema else None}
+    properties = ", ".join(f"'{k}'='{v}'" for k, v in properties.items() if v is not None)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.namespace)}")
     try:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {ref.sql} ({columns_ddl}) USING iceberg {partitioned}"
-                  f"TBLPROPERTIES ('format-version'='2'{wap_on})")
+                  f"TBLPROPERTIES ({properties})")
     except Exception as e:
         if "already exists" not in str(e).lower():
             raise
@@ -2391,7 +2392,8 @@ def ledger_dict(row):
 def rerun_command(p, argv):
     """How to run this batch again, the way it was run."""
     if p.on_glue:  # Glue passes --name value pairs, plus its own job arguments
-        pairs = dict(zip(redacted(argv)[::2], redacted(argv)[1::2]))
+        shown = redacted(argv)
+        pairs = dict(zip(shown[::2], shown[1::2]))
         arguments = {k: v for k, v in pairs.items()
                      if k.startswith("--") and k[2:] not in ("JOB_NAME", "JOB_ID", "JOB_RUN_ID")}
         return (f"aws glue start-job-run --job-name {shlex.quote(p.glue_args.get('JOB_NAME', 'wap_etl'))} "
