@@ -143,9 +143,13 @@ def test_cleanup_drops_only_old_audit_branches(wap, spark, capsys):
     wap.run(ROWS, checks=[], batch_id="old", publish="false")
     spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH keep_me")
     spark.sql(f"ALTER TABLE {wap.sql} CREATE TAG audit_tag")
-    time.sleep(1.5)
+    time.sleep(4)
     wap.run([{"id": 7, "amount": 7.0}], checks=[], batch_id="new", publish="false")
-    days = str(1.0 / 86400)  # one second
+    heads = dict(spark.sql(f"SELECT r.name, s.committed_at FROM {wap.sql}.refs r JOIN {wap.sql}.snapshots s "
+                           f"ON r.snapshot_id = s.snapshot_id WHERE r.name LIKE 'audit_%'").collect())
+    old_at, new_at = (next(v.timestamp() for k, v in heads.items() if k.startswith(p)) for p in ("audit_old", "audit_new"))
+    # an age halfway between the two heads' ages, however slow the machine was to stage "new"
+    days = str((time.time() - new_at + (new_at - old_at) / 2) / 86400)
     code, _ = wap_etl.run(["--table", wap.table, "--catalog", "local", "--cleanup_branches_older_than_days", days])
     assert code == 0
     names = sorted(wap.refs())
