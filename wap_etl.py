@@ -14,6 +14,7 @@ Sections, in the order a run goes through them:
     Your checks and transform   CHECKS, transform
     Parameters                  every --name, validated before anything runs
     Checks                      the check spec, validated
+    Checks from DQDL            Glue Data Quality rulesets as check specs, and back
     Session                     a SparkSession with Iceberg and the catalog
     Read                        the batch, its input and config fingerprints
     Table state and ledger      refs, main's history, the run ledger table
@@ -22,7 +23,7 @@ Sections, in the order a run goes through them:
     Publish                     the decision and the compare-and-swap of main
     Report                      the run report, the ledger row
     Alerts                      SNS, Slack, CloudWatch, EventBridge
-    Status                      --status and branch clean-up
+    Status                      --status, branch clean-up, --suggest_checks
     Main                        the one retry loop: write, audit, publish
 """
 
@@ -64,9 +65,11 @@ import statistics
 import sys
 import time
 import uuid
+from collections import namedtuple
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal
 from enum import Enum
 
 log = logging.getLogger("wap_etl")
@@ -159,8 +162,11 @@ PARAMS = {
     "cleanup_branches_older_than_days": (None, "drop audit branches older than N days, then exit"),
     "status": ("false", "true: print the table's main snapshot, open audit branches and last runs"),
     "html": (None, "with --status: also write the status page as HTML to this file (local or s3://)"),
+    "suggest_checks": ("false", "true: profile the batch (after transform) and print checks that pass "
+                                "on it; writes nothing"),
+    "suggest_format": ("json", "json | dqdl: how --suggest_checks prints the checks"),
 }
-BOOLEAN_PARAMS = {"publish", "status"}
+BOOLEAN_PARAMS = {"publish", "status", "suggest_checks"}
 
 
 @dataclass
@@ -199,6 +205,8 @@ class Params:
     cleanup_days: float = None
     status: bool = False
     html: str = None
+    suggest_checks: bool = False
+    suggest_format: str = "json"
     on_glue: bool = False
     glue_args: dict = field(default_factory=dict, repr=False)
 
@@ -281,12 +289,14 @@ def check_identifier(what, name):
 
 
 def parse_table_name(name, value):
-    """namespace.table, both plain identifiers: the catalog comes from --catalog."""
+    """namespace.table, both plain identifiers: the catalog comes from --catalog.
+    `name` is a parameter (`--name`) or, with a space in it, a check's label."""
+    what = name if " " in name else f"--{name}"
     parts = str(value).split(".")
     if len(parts) != 2:
-        raise bad_input(f"--{name}: expected namespace.table, got {value!r}"
+        raise bad_input(f"{what}: expected namespace.table, got {value!r}"
                         + (" (the catalog goes in --catalog)" if len(parts) == 3 else ""))
-    return check_identifier(f"--{name}", parts[0]), check_identifier(f"--{name}", parts[1])
+    return check_identifier(what, parts[0]), check_identifier(what, parts[1])
 
 
 def split_s3(uri):
@@ -305,16 +315,22 @@ def read_text(location):
         return f.read()
 
 
+DQDL_START = re.compile(r"^(\s*#[^\n]*\n)*\s*Rules\s*=\s*\[")  # a Glue Data Quality ruleset
+
+
 def load_checks_param(value):
-    """--checks is JSON text, a local path or an s3:// URI; the in-file CHECKS otherwise."""
+    """--checks is JSON or a DQDL ruleset, as text, a local path or an s3:// URI; the in-file
+    CHECKS otherwise."""
     if value is None:
         return [dict(c) for c in CHECKS]
     text = value.strip()
-    if not text.startswith(("[", "{", '"')):
+    if not text.startswith(("[", "{", '"')) and not DQDL_START.match(text):
         try:
             text = read_text(text)
         except (OSError, Exception) as e:  # noqa: B014 - boto3 errors have no common base here
             raise bad_input(f"--checks: cannot read {value!r} ({e})") from None
+    if DQDL_START.match(text):
+        return parse_dqdl(text)
     checks = parse_json_param("checks", text, (list, dict))
     if isinstance(checks, dict):
         checks = checks.get("checks")
@@ -460,6 +476,9 @@ def parse_params(argv):
         raise bad_input(f"--schema_evolution: expected fail or add_columns, got {schema_evolution!r}")
     retention = parse_number("branch_retention_days", raw["branch_retention_days"], int, 1)
     retries = parse_number("max_publish_retries", raw["max_publish_retries"], int, 0)
+    suggest_format = (raw["suggest_format"] or "json").lower()
+    if suggest_format not in ("json", "dqdl"):
+        raise bad_input(f"--suggest_format: expected json or dqdl, got {suggest_format!r}")
     if raw["html"] and not status:
         raise bad_input("--html: only with --status (a run writes its page beside --report_path)")
     return Params(
@@ -475,7 +494,9 @@ def parse_params(argv):
         sns_topic_arn=raw["sns_topic_arn"], slack_webhook_url=slack, alert_on=alert_on,
         cloudwatch_namespace=raw["cloudwatch_namespace"], event_bus_name=raw["event_bus_name"],
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
-        status=status and cleanup_days is None, html=raw["html"], on_glue=glue, glue_args=glue_args)
+        status=status and cleanup_days is None, html=raw["html"],
+        suggest_checks=parse_bool("suggest_checks", raw["suggest_checks"]), suggest_format=suggest_format,
+        on_glue=glue, glue_args=glue_args)
 
 
 # =================================================================================================
@@ -486,18 +507,31 @@ def parse_params(argv):
 ROW_CHECKS = ("not_null", "between", "accepted_values", "regex", "expression")
 CHECK_PARAMS = {  # type: (required parameters, optional parameters)
     "not_null": ({"column"}, set()),
-    "between": ({"column"}, {"min", "max"}),
-    "accepted_values": ({"column", "values"}, set()),
-    "regex": ({"column", "pattern"}, set()),
+    "between": ({"column"}, {"min", "max", "min_exclusive", "max_exclusive", "allow_null"}),
+    "accepted_values": ({"column", "values"}, {"allow_null"}),
+    "regex": ({"column", "pattern"}, {"allow_null"}),
     "expression": ({"expr"}, set()),
     "unique": (set(), {"columns", "column"}),
+    "primary_key": (set(), {"columns", "column"}),
     "row_count": (set(), {"min", "max"}),
     "schema": ({"columns"}, set()),
+    "column_exists": ({"column"}, set()),
     "freshness": ({"column", "max_age_hours"}, set()),
     "volume": (set(), {"min_ratio", "max_ratio", "lookback"}),
+    "stat": ({"column", "stat"}, {"min", "max", "min_exclusive", "max_exclusive", "q"}),
+    "relationship": ({"to_table"}, {"column", "columns", "to_column", "to_columns"}),
+    "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive"}),
+    "anomaly": ({"metric"}, {"lookback", "min_history", "max_deviations"}),
 }
-COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction"}
+COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where"}
+NO_WHERE = ("schema", "column_exists", "volume", "sql")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
+# Statistics of one column, each computed in the same pass as the row checks (unique_fraction
+# needs its own grouping). Approximate ones say so in the report.
+STATS = ("mean", "stddev", "sum", "min", "max", "median", "quantile", "distinct_count",
+         "null_fraction", "min_length", "max_length", "unique_fraction")
+APPROXIMATE_STATS = ("median", "quantile", "distinct_count")
+NUMERIC_STATS = ("mean", "stddev", "sum", "min", "max", "median", "quantile")
 
 
 @dataclass
@@ -510,14 +544,26 @@ class Check:
     columns: list = None
     min: object = None
     max: object = None
+    min_exclusive: bool = False
+    max_exclusive: bool = False
+    allow_null: bool = True  # between, accepted_values, regex: NULL passes unless false
     values: list = None
     pattern: str = None
     expr: str = None
+    where: str = None  # the check applies to the rows meeting this condition only
     max_age_hours: float = None
     min_ratio: float = None
     max_ratio: float = None
     lookback: int = 5
     schema: dict = None
+    stat: str = None  # stat, anomaly: which statistic ("row_count" for an anomaly on rows)
+    q: float = None
+    to_table: str = None
+    to_columns: list = None
+    query: str = None
+    metric: str = None  # anomaly: the ledger key of its metric
+    min_history: int = 3
+    max_deviations: float = 3.0
     max_failing_rows: int = None
     max_failing_fraction: float = None
 
@@ -525,9 +571,22 @@ class Check:
     def row_level(self):
         return self.check in ROW_CHECKS
 
+    @property
+    def keyed(self):
+        return self.check in ("unique", "primary_key")
+
+    @property
+    def measures(self):
+        """stat and anomaly checks compute a statistic of the batch in the row pass."""
+        return self.check in ("stat", "anomaly") and self.stat != "unique_fraction"
+
 
 def is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_count(value, minimum=0):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
 def parse_check(spec, index):
@@ -550,30 +609,46 @@ def parse_check(spec, index):
         if not ok:
             raise bad_input(f"{label}: {message}")
 
+    def names(key, one_key):
+        cols = spec.get(key, [spec[one_key]] if one_key in spec else None)
+        need(isinstance(cols, list) and cols and all(isinstance(x, str) and x for x in cols),
+             f"{key} must be a non-empty list of column names")
+        return cols
+
+    def bounds(kinds_ok, what):
+        need("min" in spec or "max" in spec, "needs min and/or max")
+        for bound in ("min", "max"):
+            if bound in spec:
+                need(kinds_ok(spec[bound]), f"{bound} must be {what}")
+                setattr(c, bound, spec[bound])
+        for flag in ("min_exclusive", "max_exclusive", "allow_null"):
+            if flag in spec:
+                need(isinstance(spec[flag], bool), f"{flag} must be true or false")
+                setattr(c, flag, spec[flag])
+
     action = spec.get("action", "fail")
     need(action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     need(action != "drop" or kind in ROW_CHECKS,
          f"action drop needs a row-level check ({', '.join(ROW_CHECKS)}), not {kind}")
     c = Check(name="", check=kind, action=action)
-    if "column" in spec and kind != "unique":
+    if "where" in spec:
+        need(kind not in NO_WHERE, f"where does not apply to {kind}")
+        need(isinstance(spec["where"], str) and spec["where"].strip(), "where must be a SQL condition")
+        c.where = spec["where"]
+    if "column" in spec and kind not in ("unique", "primary_key", "relationship"):
         need(isinstance(spec["column"], str) and spec["column"], "column must be a column name")
         c.column = spec["column"]
-    if kind == "unique":
-        cols = spec.get("columns", [spec["column"]] if "column" in spec else None)
-        need(isinstance(cols, list) and cols and all(isinstance(x, str) and x for x in cols),
-             "columns must be a non-empty list of column names")
-        c.columns = cols
-    elif kind == "between" or kind == "row_count":
-        need("min" in spec or "max" in spec, "needs min and/or max")
-        for bound in ("min", "max"):
-            if bound in spec:
-                v = spec[bound]
-                if kind == "row_count":
-                    need(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-                         f"{bound} must be a whole number >= 0")
-                else:
-                    need(is_number(v) or isinstance(v, str), f"{bound} must be a number or string")
-                setattr(c, bound, v)
+    if "allow_null" in spec:
+        need(isinstance(spec["allow_null"], bool), "allow_null must be true or false")
+        c.allow_null = spec["allow_null"]
+    if kind in ("unique", "primary_key"):
+        c.columns = names("columns", "column")
+    elif kind == "between":
+        bounds(lambda v: is_number(v) or isinstance(v, str), "a number or string")
+    elif kind == "row_count":
+        bounds(is_count, "a whole number >= 0")
+    elif kind in ("stat", "sql"):
+        bounds(is_number, "a number")
     elif kind == "accepted_values":
         need(isinstance(spec["values"], list) and spec["values"]
              and all(v is None or isinstance(v, (str, int, float, bool)) for v in spec["values"]),
@@ -600,15 +675,41 @@ def parse_check(spec, index):
             if key in spec:
                 need(is_number(spec[key]) and spec[key] >= 0, f"{key} must be a number >= 0")
                 setattr(c, key, spec[key])
-        lookback = spec.get("lookback", 5)
-        need(isinstance(lookback, int) and not isinstance(lookback, bool) and lookback >= 1,
-             "lookback must be a whole number >= 1")
-        c.lookback = lookback
+        c.lookback = spec.get("lookback", 5)
+        need(is_count(c.lookback, 1), "lookback must be a whole number >= 1")
+    elif kind == "relationship":
+        c.columns = names("columns", "column")
+        c.to_columns = names("to_columns", "to_column") if {"to_columns", "to_column"} & spec.keys() \
+            else list(c.columns)
+        need(len(c.to_columns) == len(c.columns), "to_columns must pair with columns one to one")
+        need(isinstance(spec["to_table"], str), "to_table must be namespace.table")
+        c.to_table = ".".join(parse_table_name(f"{label}: to_table", spec["to_table"]))
+    elif kind == "anomaly":
+        c.metric = spec["metric"]
+        stat, _, column = str(c.metric).partition(":")
+        need(isinstance(c.metric, str) and (c.metric == "row_count" or stat in STATS and column),
+             f"metric must be row_count or <stat>:<column> with a stat of {', '.join(STATS)}")
+        c.stat, c.column = (stat, column) if column else ("row_count", None)
+        need(c.stat != "quantile", "metric: use median (quantile needs q)")
+        c.lookback = spec.get("lookback", 10)
+        need(is_count(c.lookback, 1), "lookback must be a whole number >= 1")
+        c.min_history = spec.get("min_history", 3)
+        need(is_count(c.min_history, 1), "min_history must be a whole number >= 1")
+        c.max_deviations = spec.get("max_deviations", 3.0)
+        need(is_number(c.max_deviations) and c.max_deviations > 0, "max_deviations must be a number > 0")
+    if kind == "sql":
+        need(isinstance(spec["query"], str) and spec["query"].strip(), "query must be a SQL query")
+        c.query = spec["query"]
+    if kind == "stat":
+        c.stat = spec["stat"]
+        need(c.stat in STATS, f"stat must be one of {', '.join(STATS)}, got {c.stat!r}")
+        need((c.stat == "quantile") == ("q" in spec), "q (0..1) goes with stat quantile, and only with it")
+        if "q" in spec:
+            need(is_number(spec["q"]) and 0 <= spec["q"] <= 1, "q must be a number from 0 to 1")
+            c.q = spec["q"]
     if "max_failing_rows" in spec:
-        v = spec["max_failing_rows"]
-        need(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-             "max_failing_rows must be a whole number >= 0")
-        c.max_failing_rows = v
+        need(is_count(spec["max_failing_rows"]), "max_failing_rows must be a whole number >= 0")
+        c.max_failing_rows = spec["max_failing_rows"]
     if "max_failing_fraction" in spec:
         v = spec["max_failing_fraction"]
         need(is_number(v) and 0 <= v <= 1, "max_failing_fraction must be a number from 0 to 1")
@@ -618,8 +719,10 @@ def parse_check(spec, index):
         need(isinstance(name, str) and name.strip(), "name must be a non-empty string")
         c.name = name
     else:
-        target = c.column or "_".join(c.columns or [])
+        target = c.metric or c.column or "_".join(c.columns or [])
         c.name = f"{kind}_{target}" if target else kind
+        if kind == "stat":
+            c.name = f"{c.stat}_{c.column}"
     return c
 
 
@@ -647,45 +750,140 @@ def col(name):
     return F.col(quote(name))
 
 
-def validate_checks_against(spark, checks, df):
-    """Checks that name missing columns, bad regexes, unparsable SQL or unknown types fail now."""
+def validate_checks_against(spark, checks, df, t):
+    """Checks that name missing columns or tables, bad regexes, unparsable SQL or unknown types
+    fail now, before anything is written."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     lower = {c.lower(): c for c in df.columns}
+
+    def condition_type(label, what, text):
+        try:
+            df.where(F.expr(text)).schema  # refuses aggregates and window functions
+            dtype = df.select(F.expr(text).alias("x")).schema["x"].dataType
+        except Exception as e:
+            raise bad_input(f"{label}: {what} does not parse as a row condition: {first_line(e)}") from None
+        if not isinstance(dtype, T.BooleanType):
+            raise bad_input(f"{label}: {what} must be a condition (boolean), got {dtype.simpleString()}")
+
     for c in checks:
         label = f"check {c.name!r}"
-        for name in ([c.column] if c.column else []) + (c.columns or []):
+        named = [] if c.check == "column_exists" else ([c.column] if c.column else []) + (c.columns or [])
+        for name in named:
             if name.lower() not in lower:
                 raise bad_input(f"{label}: unknown column {name!r}; columns: {', '.join(df.columns)}")
+        dtype = df.select(col(c.column)).schema[0].dataType if named and c.column else None
+        if c.where:
+            condition_type(label, "where", c.where)
         if c.check == "regex":
             try:
                 spark.sparkContext._jvm.java.util.regex.Pattern.compile(c.pattern)
             except Exception as e:
                 raise bad_input(f"{label}: invalid regex {c.pattern!r} ({first_line(e)})") from None
         if c.check == "expression":
-            try:
-                dtype = df.select(F.expr(c.expr).alias("x")).schema["x"].dataType
-            except Exception as e:
-                raise bad_input(f"{label}: expression does not parse: {first_line(e)}") from None
-            if not isinstance(dtype, T.BooleanType):
-                raise bad_input(f"{label}: expression must be a condition (boolean), "
-                                f"got {dtype.simpleString()}")
+            condition_type(label, "expression", c.expr)
         if c.check == "schema":
             for column, type_text in c.schema.items():
                 spark_type_string(spark, label, type_text)
         if c.check in ("between", "accepted_values"):
-            check_bound_types(c, label, df.select(col(c.column)).schema[0].dataType)
+            check_bound_types(c, label, dtype)
         if c.check in ("between", "accepted_values", "regex"):
             try:
                 df.select(failing_rows_condition(c)).schema
             except Exception as e:
                 raise bad_input(f"{label}: cannot apply to column {c.column!r}: "
                                 f"{first_line(e)}") from None
-        if c.check == "freshness":
-            dtype = df.select(col(c.column)).schema[0].dataType
-            if not isinstance(dtype, (T.DateType, T.TimestampType, T.TimestampNTZType)):
-                raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
-                                "freshness needs a date or timestamp")
+        if c.check == "freshness" and not isinstance(dtype, (T.DateType, T.TimestampType,
+                                                             T.TimestampNTZType)):
+            raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
+                            "freshness needs a date or timestamp")
+        if c.stat in NUMERIC_STATS and (not isinstance(dtype, T.NumericType)):
+            raise bad_input(f"{label}: {c.stat} needs a numeric column; {c.column!r} is "
+                            f"{dtype.simpleString()}")
+        if c.stat in ("min_length", "max_length") and not isinstance(dtype, T.StringType):
+            raise bad_input(f"{label}: {c.stat} needs a string column; {c.column!r} is "
+                            f"{dtype.simpleString()}")
+        if c.check == "relationship":
+            validate_relationship(spark, c, label, df, t)
+        if c.check == "sql":
+            main = spark.table(t.sql) if table_exists(spark, t) else df.limit(0)
+            with sql_views(spark, df, main.unionByName(df, allowMissingColumns=True), main) as views:
+                sql_query(spark, c, label, views)
+
+
+def validate_relationship(spark, c, label, df, t):
+    """The referenced table must exist in the catalog, with the columns, comparable to the batch's."""
+    ns, name = c.to_table.split(".")
+    ref = TableRef(t.catalog, ns, name)
+    if not table_exists(spark, ref):
+        raise bad_input(f"{label}: to_table {t.catalog}.{c.to_table} does not exist")
+    target = spark.table(ref.sql)
+    have = {x.lower() for x in target.columns}
+    for name in c.to_columns:
+        if name.lower() not in have:
+            raise bad_input(f"{label}: {c.to_table} has no column {name!r}; columns: "
+                            f"{', '.join(target.columns)}")
+    try:
+        missing_references(df, target, c).schema
+    except Exception as e:
+        raise bad_input(f"{label}: cannot compare {c.columns} with {c.to_table}{c.to_columns}: "
+                        f"{first_line(e)}") from None
+
+
+@contextmanager
+def sql_views(spark, batch, table, main):
+    """Temporary views for a `sql` check's {batch}, {table} and {main}, dropped afterwards."""
+    prefix = f"wap_{uuid.uuid4().hex[:12]}"
+    views = {}
+    for key, df in (("batch", batch), ("table", table), ("main", main)):
+        views[key] = f"{prefix}_{key}"
+        df.createOrReplaceTempView(views[key])
+    try:
+        yield views
+    finally:
+        for view in views.values():
+            spark.catalog.dropTempView(view)
+
+
+def first_statement(spark, plan):
+    """The first node of a parsed plan that would change something (a command or a statement
+    such as INSERT, DROP or CALL, at any depth, a CTE's body included), or None for a query."""
+    jvm = spark._jvm
+    kinds = [jvm.java.lang.Class.forName(f"org.apache.spark.sql.catalyst.plans.logical.{name}")
+             for name in ("Command", "ParsedStatement")]
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if any(kind.isInstance(node) for kind in kinds):
+            return node.getClass().getSimpleName()
+        children = node.children()
+        stack += [children.apply(i) for i in range(children.size())]
+    return None
+
+
+def sql_query(spark, c, label, views):
+    """The check's query with its placeholders bound; only a query that returns one number is
+    accepted, and nothing that is not a query is ever run (the parser is asked first)."""
+    from pyspark.sql import types as T
+    text = c.query
+    for key, view in views.items():
+        text = text.replace("{" + key + "}", quote(view))
+    try:
+        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(text)  # parsing runs nothing
+    except Exception as e:
+        raise bad_input(f"{label}: query does not parse: {first_line(e)}") from None
+    statement = first_statement(spark, plan)
+    if statement:
+        raise bad_input(f"{label}: query is not a SQL query (it holds a {statement})")
+    try:
+        df = spark.sql(text)
+        fields = df.schema.fields
+    except Exception as e:
+        raise bad_input(f"{label}: query does not run: {first_line(e)}") from None
+    if len(fields) != 1 or not isinstance(fields[0].dataType, T.NumericType):
+        raise bad_input(f"{label}: query must return one number, returns columns "
+                        + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields))
+    return df
 
 
 def check_bound_types(c, label, dtype):
@@ -747,6 +945,649 @@ def first_line(error):
         text = str(getattr(error, "desc", None) or error)
     text = text.strip()
     return text.splitlines()[0][:500] if text else type(error).__name__
+
+
+# =================================================================================================
+# Checks from DQDL: AWS Glue Data Quality rulesets, read by a tokenizer and a recursive descent
+# =================================================================================================
+#
+# Semantics follow the DQDL reference (docs.aws.amazon.com/glue/latest/dg/dqdl.html and its rule
+# type pages); each rule becomes one check spec, named by its text.
+
+_Token = namedtuple("Token", "kind text value start end line col")
+_Cond = namedtuple("Cond", "op args tok")     # op: "=", "!=", ">", ..., "between", "not in", ...
+_Val = namedtuple("Val", "kind value tok")    # kind: num str null empty blank now dur
+_Rule = namedtuple("Rule", "tok params cond where threshold")
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+) | (?P<comment>\#[^\n]*)
+  | (?P<string>"(?:\\[\s\S]|[^"\\])*")        # DQDL escapes inside strings: \" and \\
+  | (?P<number>\d[\w.]*)                     # validated below, so 1.2.3 is an error, not two tokens
+  | (?P<word>[A-Za-z_][\w.]*)
+  | (?P<op>>=|<=|!=|[=<>!\[\](){},:+\-*/$])
+""", re.VERBOSE)
+
+
+def _error(tok, message):
+    """Bad input naming the rule's position in the ruleset."""
+    return bad_input(f"--checks: DQDL line {tok.line}, column {tok.col}: {message}")
+
+
+def _tokenize(text):
+    """Tokens with their line and column (for errors); spaces and # comments are dropped."""
+    tokens, pos = [], 0
+
+    def token(kind, start, end, value=None):
+        return _Token(kind, text[start:end], value, start, end, text.count("\n", 0, start) + 1,
+                     start - text.rfind("\n", 0, start))
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            bad = token("error", pos, pos + 1)
+            raise _error(bad, f"unterminated string {text[pos:pos + 30]!r}" if text[pos] == '"'
+                         else f"unexpected character {text[pos]!r}")
+        kind, raw = m.lastgroup, m.group()
+        if kind == "number":
+            if not re.fullmatch(r"\d+(\.\d+)?", raw):
+                raise _error(token(kind, pos, m.end()), f"bad number {raw!r}")
+            tokens.append(token(kind, pos, m.end(), float(raw) if "." in raw else int(raw)))
+        elif kind == "string":   # value unescaped; .text keeps the raw form for regex patterns
+            tokens.append(token(kind, pos, m.end(), re.sub(r'\\(["\\])', r"\1", raw[1:-1])))
+        elif kind in ("word", "op"):
+            tokens.append(token(kind, pos, m.end()))
+        pos = m.end()
+    tokens.append(token("end", len(text), len(text)))
+    return tokens
+
+
+_KEYWORDS = {"between", "not", "in", "matches", "with", "where", "and", "or", "of", "null", "empty",
+             "whitespaces_only", "now", "labels"}
+_UNITS = {"minute": "MINUTES", "minutes": "MINUTES", "hour": "HOURS", "hours": "HOURS",
+          "day": "DAYS", "days": "DAYS"}
+_ALL_RULE_TYPES = {  # every DQDL rule type, so a missing comma before one is reported as such
+    "AggregateMatch", "ColumnCorrelation", "ColumnCount", "ColumnDataType", "ColumnExists",
+    "ColumnLength", "ColumnNamesMatchPattern", "ColumnValues", "Completeness", "CustomSql",
+    "DataFreshness", "DatasetMatch", "DistinctValuesCount", "Entropy", "IsComplete", "IsPrimaryKey",
+    "IsUnique", "Mean", "ReferentialIntegrity", "RowCount", "RowCountMatch", "StandardDeviation",
+    "Sum", "SchemaMatch", "Uniqueness", "UniqueValueRatio", "Variance", "DetectAnomalies",
+    "FileFreshness", "FileMatch", "FileUniqueness", "FileSize"}
+
+
+class _Parser:
+    """Recursive descent over DQDL: Rules = [ rule, ... ], each rule becoming one check."""
+
+    def __init__(self, text):
+        self.tokens = _tokenize(text)
+        self.i = 0
+
+    def peek(self, ahead=0):
+        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+
+    def take(self):
+        tok = self.peek()
+        self.i = min(self.i + 1, len(self.tokens) - 1)
+        return tok
+
+    def at(self, *texts, ahead=0):
+        tok = self.peek(ahead)
+        return tok.kind in ("word", "op") and tok.text.lower() in texts
+
+    def expect(self, text):
+        tok = self.take()
+        if tok.kind not in ("word", "op") or tok.text.lower() != text.lower():
+            raise _error(tok, f"expected '{text}' but found {_describe(tok)}")
+        return tok
+
+    def ruleset(self):
+        first = self.take()
+        if first.text != "Rules":
+            raise _error(first, f"a ruleset starts with 'Rules = [', found {_describe(first)}")
+        self.expect("=")
+        self.expect("[")
+        checks = []
+        if not self.at("]"):
+            checks.append(self.top_rule())
+            while self.at(","):
+                self.take()
+                checks.append(self.top_rule())
+        tok = self.take()
+        if tok.text != "]":
+            raise _error(tok, f"expected ',' or ']' but found {_describe(tok)}")
+        if self.peek().kind != "end":
+            raise _error(self.peek(), f"unexpected {_describe(self.peek())} after the closing ']'")
+        return checks
+
+    def top_rule(self):
+        """One rule, named by its source text (whitespace and comments between tokens made one
+        space)."""
+        start = self.i
+        body = self.parenthesised() if self.at("(") else self.rule()
+        self.refuse_composite()
+        text = ""
+        for prev, tok in zip([None] + self.tokens[start:self.i], self.tokens[start:self.i]):
+            text += (" " if prev is not None and tok.start > prev.end else "") + tok.text
+        return {"name": text, **body, "action": "fail"}
+
+    def parenthesised(self):
+        self.take()
+        body = self.parenthesised() if self.at("(") else self.rule()
+        self.refuse_composite()
+        self.expect(")")
+        return body
+
+    def refuse_composite(self):
+        """Composite rules (and/or) do not map to one check: DQDL evaluates each side over the
+        whole dataset, then combines the outcomes."""
+        if self.at("and", "or"):
+            raise _error(self.peek(), "composite rules (and/or) are not supported; "
+                                      "write each rule separately")
+
+    def rule(self):
+        tok = self.take()
+        if tok.kind != "word":
+            raise _error(tok, f"expected a rule type but found {_describe(tok)}")
+        if tok.text not in _HANDLERS:
+            raise _error(tok, f"rule type {tok.text!r} is not supported; "
+                              f"supported: {', '.join(sorted(_HANDLERS))}")
+        params = []
+        while True:   # parameters: "quoted" or bare names, optionally after 'of'/'and'
+            if self.at("of", "and") and _is_param(self.peek(1)):
+                self.take()
+            if not _is_param(self.peek()):
+                break
+            params.append(self.take())
+        cond = self.condition() if self.at("=", "!=", "!", ">", ">=", "<", "<=", "between",
+                                           "not", "in", "matches") else None
+        where = threshold = None
+        while self.at("where", "with"):   # the grammar puts where before with; either order is read
+            word = self.take()
+            allowed = _WHERE_OK if word.text.lower() == "where" else _THRESHOLD_OK
+            if tok.text not in allowed:
+                raise _error(word, f"'{word.text}' is not supported for {tok.text}")
+            if word.text.lower() == "where" and where is None:
+                where = self.take()
+                if where.kind != "string" or not where.value.strip():
+                    raise _error(where, "'where' needs a quoted, non-empty Spark SQL condition")
+            elif word.text.lower() == "with" and threshold is None:
+                self.expect("threshold")
+                threshold = self.condition()
+            else:
+                raise _error(word, f"'{word.text}' given twice")
+        rule = _Rule(tok, params, cond, where, threshold)
+        check = _HANDLERS[tok.text](rule)
+        if where is not None:
+            check["where"] = where.value
+        if threshold is not None:
+            fraction = _threshold(rule)
+            if fraction is not None:
+                check["max_failing_fraction"] = fraction
+        return check
+
+    def condition(self):
+        tok = self.take()
+        op = tok.text.lower()
+        if op == "!":              # DQDL lexes != as two tokens, so "! =" is valid too
+            self.expect("=")
+            op = "!="
+        if op == "not":
+            nxt = self.take()
+            if nxt.text.lower() not in ("between", "in", "matches"):
+                raise _error(nxt, f"expected 'between', 'in' or 'matches' after 'not', "
+                                  f"found {_describe(nxt)}")
+            op = "not " + nxt.text.lower()
+        if op in ("between", "not between"):
+            low = self.operand()
+            self.expect("and")
+            args = [low, self.operand()]
+        elif op in ("in", "not in"):
+            self.expect("[")
+            args = [self.operand()]
+            while self.at(","):
+                self.take()
+                args.append(self.operand())
+            self.expect("]")
+        elif op in ("matches", "not matches"):
+            pattern = self.take()
+            if pattern.kind != "string":
+                raise _error(pattern, f"expected a quoted regular expression, "
+                                      f"found {_describe(pattern)}")
+            args = [_Val("str", pattern.text[1:-1], pattern)]   # raw: backslashes are the regex's
+        elif op in ("=", "!=", ">", ">=", "<", "<="):
+            args = [self.operand()]
+        else:
+            raise _error(tok, f"expected a condition (=, !=, >, >=, <, <=, between, in, matches) "
+                              f"but found {_describe(tok)}")
+        return _Cond(op, args, tok)
+
+    def operand(self):
+        tok = self.take()
+        word = tok.text.lower() if tok.kind == "word" else None
+        if tok.text == "-" and self.peek().kind == "number":
+            val = _Val("num", -self.take().value, tok)
+        elif tok.kind == "number":
+            if self.peek().kind == "word" and self.peek().text in _UNITS:
+                if not isinstance(tok.value, int):
+                    raise _error(tok, f"a duration needs a whole number, got {tok.text}")
+                val = _Val("dur", (tok.value, _UNITS[self.take().text]), tok)
+            else:
+                val = _Val("num", tok.value, tok)
+        elif tok.kind == "string":
+            val = _Val("str", tok.value, tok)
+        elif word in ("null", "empty", "whitespaces_only"):
+            val = _Val({"null": "null", "empty": "empty"}.get(word, "blank"), None, tok)
+        elif word == "now" and self.at("("):
+            self.expect("(")
+            self.expect(")")
+            val = _Val("now", "current_timestamp()", tok)
+        elif tok.text == "(" and self.at("now"):    # (now() - 3 days)
+            for text in ("now", "(", ")"):
+                self.expect(text)
+            sign, amount, unit = self.take(), self.take(), self.take()
+            if sign.text not in ("+", "-") or not isinstance(amount.value, int) \
+                    or unit.text not in _UNITS:
+                raise _error(sign, "expected (now() + or - a whole number of days, hours "
+                                   "or minutes)")
+            self.expect(")")
+            val = _Val("now", f"(current_timestamp() {sign.text} INTERVAL {amount.value} "
+                             f"{_UNITS[unit.text]})", tok)
+        elif tok.kind == "word" and self.at("("):
+            raise _error(tok, f"function {tok.text}() (dynamic rules) is not supported")
+        elif tok.text == "$":
+            raise _error(tok, "variables ($name) are not supported")
+        else:
+            raise _error(tok, f"expected a value but found {_describe(tok)}")
+        if self.at("+", "-", "*", "/"):
+            raise _error(self.peek(), "arithmetic in values is not supported")
+        return val
+
+
+def _is_param(tok):
+    return tok.kind == "string" or (tok.kind == "word" and tok.text.lower() not in _KEYWORDS
+                                    and tok.text not in _ALL_RULE_TYPES)
+
+
+def _describe(tok):
+    return "end of input" if tok.kind == "end" else repr(tok.text[:40])
+
+
+def parse_dqdl(text):
+    """The checks of a DQDL ruleset ("Rules = [ ... ]"), one per rule, named by its text."""
+    return _Parser(text).ruleset()
+
+
+# ----- from rules to checks -------------------------------------------------------------------
+
+def _lit(value):
+    """A Spark SQL string literal. Spark unescapes backslashes in literals and reads 'a''b' as
+    two adjacent literals ('ab'), so quotes are escaped with a backslash, not doubled."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _num(value):
+    """A number as text without exponent (DQDL has none; Spark reads either)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"not a finite number: {value!r}")
+    return str(value) if isinstance(value, int) else format(Decimal(repr(value)), "f")
+
+
+def _complement(x):
+    return round(1 - x, 12)
+
+
+def _expr(sql):
+    return {"check": "expression", "expr": sql}
+
+
+def _columns(rule, one=True):
+    names = [p.value if p.kind == "string" else p.text for p in rule.params]
+    if (one and len(names) != 1) or not names or not all(names):
+        raise _error(rule.tok, f"{rule.tok.text} takes {'one column' if one else 'column names'}, "
+                               f"got {len(names)}")
+    return names[0] if one else names
+
+
+def _condition(rule, allowed=None):
+    if rule.cond is None:
+        raise _error(rule.tok, f"{rule.tok.text} needs a condition, e.g. > 0")
+    if allowed and rule.cond.op not in allowed:
+        raise _error(rule.cond.tok, f"'{rule.cond.op}' is not supported for {rule.tok.text}; "
+                                    f"use {', '.join(allowed)}")
+    return rule.cond
+
+
+def _no_condition(rule):
+    if rule.cond is not None:
+        raise _error(rule.cond.tok, f"{rule.tok.text} takes no condition")
+
+
+_RANGE_OPS = ("=", ">", ">=", "<", "<=", "between")
+
+
+def _bounds(rule):
+    """min/max of a numeric condition; DQDL's between is exclusive (awslabs/dqdl
+    NumberBasedCondition: metric > low && metric < high), so both ends get *_exclusive."""
+    cond = _condition(rule, _RANGE_OPS)
+    for a in cond.args:
+        if a.kind != "num":
+            raise _error(a.tok, f"expected a number, found {_describe(a.tok)}")
+    return _range(cond.op, [a.value for a in cond.args])
+
+
+def _range(op, values):
+    v = values[0]
+    return {"=": {"min": v, "max": v}, ">": {"min": v, "min_exclusive": True}, ">=": {"min": v},
+            "<": {"max": v, "max_exclusive": True}, "<=": {"max": v},
+            "between": {"min": v, "max": values[-1], "min_exclusive": True,
+                        "max_exclusive": True}}[op]
+
+
+def _threshold(rule):
+    """'with threshold > t' (share of rows that pass) as max_failing_fraction = 1 - t. The
+    check allows fraction <= 1 - t, so a strict '>' is read as '>=' (differs only at equality)."""
+    cond = rule.threshold
+    t = cond.args[0]
+    if t.kind != "num" or not 0 <= t.value <= 1:
+        raise _error(t.tok, "a threshold is a number from 0 to 1")
+    if cond.op in (">", ">=") or (cond.op == "=" and t.value == 1):
+        return None if t.value >= 1 else _complement(t.value)
+    raise _error(cond.tok, "only 'with threshold > t' or '>= t' can be mapped")
+
+
+def _is_complete(rule):
+    _no_condition(rule)
+    return {"check": "not_null", "column": _columns(rule)}
+
+
+def _completeness(rule):
+    # Completeness = non-NULL rows / rows, so ">= t" is exactly not_null failing at most 1 - t
+    # of the rows; any other condition bounds null_fraction = 1 - completeness instead.
+    column, b = _columns(rule), _bounds(rule)
+    if set(b) == {"min"} or b == {"min": 1, "max": 1}:
+        check = {"check": "not_null", "column": column}
+        if b["min"] < 1:
+            check["max_failing_fraction"] = _complement(b["min"])
+        return check
+    flipped = {}
+    for old, new in (("max", "min"), ("min", "max")):
+        if old in b:
+            flipped[new] = _complement(b[old])
+            if b.get(old + "_exclusive"):
+                flipped[new + "_exclusive"] = True
+    return _stat(column, "null_fraction", flipped)
+
+
+def _is_unique(rule):
+    _no_condition(rule)
+    return {"check": "unique", "columns": _columns(rule, one=False)}
+
+
+def _uniqueness(rule):
+    # Uniqueness = rows whose value occurs exactly once / all rows; in Deequ, which Glue DQ builds
+    # on, NULL rows count in the denominator only, so this is not 1 - the unique check's failing
+    # fraction when NULLs occur: a stat, not unique with a tolerance.
+    return _stat(_columns(rule), "unique_fraction", _bounds(rule))
+
+
+def _is_primary_key(rule):
+    _no_condition(rule)
+    return {"check": "primary_key", "columns": _columns(rule, one=False)}
+
+
+def _column_exists(rule):
+    _no_condition(rule)
+    return {"check": "column_exists", "column": _columns(rule)}
+
+
+_TYPES = {"boolean": "boolean", "date": "date", "timestamp": "timestamp", "integer": "int",
+          "int": "int", "double": "double", "float": "float", "long": "bigint", "bigint": "bigint",
+          "short": "smallint", "smallint": "smallint", "byte": "tinyint", "tinyint": "tinyint",
+          "string": "string", "decimal": "decimal(38,18)"}
+
+
+def _column_data_type(rule):
+    # Documented as "the values can be cast in Apache Spark to the type" (a string column of
+    # digits passes = "INTEGER"), with a threshold: a per-row test, not the declared schema type.
+    column, cond = _columns(rule), _condition(rule, ("=", "in"))
+    types = []
+    for a in cond.args:
+        name = a.value.strip().lower() if a.kind == "str" else ""
+        m = re.fullmatch(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)", name)
+        if name not in _TYPES and not m:
+            raise _error(a.tok, f"unknown type {a.tok.text}; known: {', '.join(sorted(_TYPES))}")
+        types.append(f"decimal({m[1]},{m[2]})" if m else _TYPES[name])
+    c = quote(column)
+    casts = [f"try_cast({c} AS {t}) IS NOT NULL" for t in types]
+    return _expr(" OR ".join([f"{c} IS NULL"] + casts))
+
+
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?")
+_ORDERED = (">", ">=", "<", "<=", "between", "not between")
+
+
+def _column_values(rule):
+    # DQDL fails NULL rows in every ColumnValues rule but != and not in (unless NULL is listed).
+    column, cond = _columns(rule), _condition(rule)
+    op, args = cond.op, cond.args
+    kinds = {a.kind for a in args}
+    if op in _ORDERED:
+        for a in args:
+            if not (a.kind in ("num", "now") or a.kind == "str" and _DATETIME.fullmatch(a.value)):
+                raise _error(a.tok, "compare with a number, a date \"YYYY-MM-DD\" or now()")
+    if op == "matches":
+        return {"check": "regex", "column": column, "pattern": _whole(args[0].value), "allow_null": False}
+    if op in ("=", "in") and kinds <= {"num", "str", "empty", "null"} and kinds - {"null"}:
+        return {"check": "accepted_values", "column": column, "allow_null": False,
+                "values": [None if a.kind == "null" else "" if a.kind == "empty" else a.value
+                           for a in args]}
+    if op == "!=" and kinds == {"null"}:
+        return {"check": "not_null", "column": column}
+    if op in _RANGE_OPS and kinds <= {"num", "str"}:
+        return {"check": "between", "column": column, "allow_null": False,
+                **_range(op, [a.value for a in args])}
+    sql = _sql_condition(quote(column), op, args)
+    if op not in ("!=", "not in") and "null" not in kinds:
+        sql = f"{quote(column)} IS NOT NULL AND ({sql})"
+    return _expr(sql)
+
+
+def _anchored(pattern):
+    """True if the pattern can only match whole values (a conservative test)."""
+    return (pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")
+            and "|" not in pattern)
+
+
+def _whole(pattern):
+    # Not spelled out in the docs, but their example (matches "[a-zA-Z]*") only makes sense as a
+    # whole-value match; Spark's RLIKE accepts partial matches, so the pattern is anchored.
+    return pattern if _anchored(pattern) else f"^(?:{pattern})$"
+
+
+_BLANK = _lit(r"^\s+$")   # WHITESPACES_ONLY: one or more whitespace characters
+
+
+def _sql_condition(lhs, op, args):
+    """A Spark SQL condition for lhs <op> args, with DQDL's NULL/EMPTY/WHITESPACES_ONLY."""
+    values = [_sql_value(a) for a in args if a.kind not in ("null", "blank")]
+    null = any(a.kind == "null" for a in args)
+    blank = f"{lhs} RLIKE {_BLANK}" if any(a.kind == "blank" for a in args) else None
+    if op == "=" and values:
+        return f"{lhs} = {values[0]}"
+    if op in ("=", "in"):
+        parts = ([f"{lhs} IN ({', '.join(values)})"] if values else []) \
+            + ([f"{lhs} IS NULL"] if null else []) + ([blank] if blank else [])
+        return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+    if op == "!=" and values:
+        return f"{lhs} <> {values[0]}"
+    if op in ("!=", "not in"):
+        return " AND ".join(([f"{lhs} IS NOT NULL"] if null else [])
+                            + ([f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
+                            + ([f"NOT ({blank})"] if blank else []))
+    if op == "not matches":
+        return f"NOT ({lhs} RLIKE {_lit(_whole(args[0].value))})"
+    if len(values) != len(args):
+        raise _error(args[0].tok, f"NULL, EMPTY and WHITESPACES_ONLY cannot be used with {op}")
+    if op == "between":
+        return f"{lhs} > {values[0]} AND {lhs} < {values[1]}"
+    if op == "not between":
+        return f"({lhs} <= {values[0]} OR {lhs} >= {values[1]})"
+    return f"{lhs} {op} {values[0]}"
+
+
+def _sql_value(val):
+    if val.kind == "num":
+        return _num(val.value)
+    if val.kind in ("str", "empty"):
+        return _lit(val.value or "")
+    if val.kind == "now":
+        return val.value
+    raise _error(val.tok, f"{_describe(val.tok)} cannot be used here")
+
+
+def _column_length(rule):
+    # Each row's length; the docs say NULL counts as length 0 (so > 4 fails it, < 6 passes it).
+    column, cond = _columns(rule), _condition(rule)
+    for a in cond.args:
+        if a.kind != "num":
+            raise _error(a.tok, f"expected a number, found {_describe(a.tok)}")
+    return _expr(_sql_condition(f"coalesce(length({quote(column)}), 0)", cond.op, cond.args))
+
+
+def _row_count(rule):
+    if rule.params:
+        raise _error(rule.params[0], "RowCount takes no column")
+    b, check = _bounds(rule), {"check": "row_count"}
+    if "min" in b:   # whole rows: > 9.5 and > 9 both mean >= 10
+        low = math.floor(b["min"]) + 1 if b.get("min_exclusive") else math.ceil(b["min"])
+        check["min"] = max(0, low)
+    if "max" in b:
+        check["max"] = math.ceil(b["max"]) - 1 if b.get("max_exclusive") else math.floor(b["max"])
+    if "max" in check and check["max"] < check.get("min", 0):
+        raise _error(rule.cond.tok, "this RowCount condition can never pass")
+    return check
+
+
+def _stat(column, stat, bounds):
+    return {"check": "stat", "column": column, "stat": stat, **bounds}
+
+
+def _stat_rule(stat):
+    return lambda rule: _stat(_columns(rule), stat, _bounds(rule))
+
+
+_QUOTED_SQL = re.compile(r"'(?:\\[\s\S]|[^'\\])*'|\"(?:\\[\s\S]|[^\"\\])*\"|`(?:``|[^`])*`")
+
+
+def _batch_alias(sql):
+    """DQDL's `primary` (the dataset under test) becomes {batch}, outside quotes and backticks."""
+    out, pos = [], 0
+    for m in list(_QUOTED_SQL.finditer(sql)) + [None]:
+        end = m.start() if m else len(sql)
+        out.append(re.sub(r"(?i)(?<![.\w])primary\b", "{batch}", sql[pos:end]))
+        if m:
+            out.append(m.group())
+            pos = m.end()
+    return "".join(out)
+
+
+def _custom_sql(rule):
+    if len(rule.params) != 1 or rule.params[0].kind != "string":
+        raise _error(rule.tok, "CustomSql takes one quoted SQL statement")
+    if rule.cond is None:
+        raise _error(rule.tok, "CustomSql without a condition (the row-level form) is not "
+                               "supported; compare a single value, e.g. CustomSql \"...\" > 0")
+    return {"check": "sql", "query": _batch_alias(rule.params[0].value), **_bounds(rule)}
+
+
+def _referential_integrity(rule):
+    # The value is the share of primary rows found in the reference ("alias.col" or
+    # "alias.{a,b}"); ">= t" (and "> t", read as >=) allows 1 - t of the rows to fail.
+    if len(rule.params) != 2 or any(p.kind != "string" for p in rule.params):
+        raise _error(rule.tok, 'ReferentialIntegrity takes "cols" "table.col" or "table.{a,b}"')
+    cols = [c.strip() for c in rule.params[0].value.split(",")]
+    ref = rule.params[1].value.strip()
+    m = re.fullmatch(r"(.+)\.\{([^{}]*)\}", ref)
+    table, _, col = ref.rpartition(".")
+    if m:
+        table, col = m[1], m[2]
+    ref_cols = [c.strip() for c in col.split(",")]
+    if not table or not all(cols + ref_cols) or len(cols) != len(ref_cols):
+        raise _error(rule.params[1], f"cannot pair {rule.params[0].text} with {rule.params[1].text}")
+    cond = _condition(rule, (">", ">=", "="))
+    t = cond.args[0]
+    if t.kind != "num" or not 0 <= t.value <= 1 or (cond.op == "=" and t.value != 1):
+        raise _error(t.tok, "ReferentialIntegrity compares with a share from 0 to 1 "
+                            "(= only with 1.0)")
+    check = {"check": "relationship", "columns": cols, "to_table": table, "to_columns": ref_cols}
+    if t.value < 1:
+        check["max_failing_fraction"] = _complement(t.value)
+    return check
+
+
+def _data_freshness(rule):
+    # Documented per row: the age (now - value) of every row must satisfy the condition and NULL
+    # rows fail ("80.00 % of rows passed"). wap_etl's freshness check only looks at the newest
+    # value, so this becomes a row expression: age <= 24 hours  <=>  col >= now - 24 hours.
+    column, cond = _columns(rule), _condition(rule, ("<=", "<", ">=", ">", "between", "not between"))
+    for a in cond.args:
+        if a.kind != "dur":
+            raise _error(a.tok, "expected a duration such as 24 hours")
+    c = quote(column)
+    lim = [f"current_timestamp() - INTERVAL {a.value[0]} {a.value[1]}" for a in cond.args]
+    flip = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
+    sql = (f"{c} {flip[cond.op]} {lim[0]}" if cond.op in flip else
+           f"{c} < {lim[0]} AND {c} > {lim[1]}" if cond.op == "between" else
+           f"({c} >= {lim[0]} OR {c} <= {lim[1]})")
+    return _expr(f"{c} IS NOT NULL AND {sql}")
+
+
+_HANDLERS = {
+    "IsComplete": _is_complete, "Completeness": _completeness, "IsUnique": _is_unique,
+    "Uniqueness": _uniqueness, "IsPrimaryKey": _is_primary_key, "ColumnExists": _column_exists,
+    "ColumnDataType": _column_data_type, "ColumnValues": _column_values,
+    "ColumnLength": _column_length, "RowCount": _row_count, "Mean": _stat_rule("mean"),
+    "Sum": _stat_rule("sum"), "StandardDeviation": _stat_rule("stddev"),
+    "DistinctValuesCount": _stat_rule("distinct_count"), "CustomSql": _custom_sql,
+    "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness}
+# From awslabs/dqdl rules-config.json: which rule types accept a where clause / a threshold.
+_WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Uniqueness", "IsUnique",
+             "Mean", "Sum", "StandardDeviation", "DistinctValuesCount", "ColumnLength",
+             "IsPrimaryKey", "ColumnValues", "DataFreshness"}
+_THRESHOLD_OK = {"ColumnValues", "ColumnDataType"}
+
+
+
+
+def dqdl_string(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dqdl_value(value):
+    return "NULL" if value is None else dqdl_string(value) if isinstance(value, str) else _num(value)
+
+
+def to_dqdl(specs):
+    """Suggested checks as a DQDL ruleset that means the same: ColumnValues rules fail NULL rows
+    in DQDL, so NULL is listed, or the rule is limited to non-NULL rows, where the column has any."""
+    rules = []
+    for s in specs:
+        column = dqdl_string(s.get("column") or "")
+        non_null = f' where "{quote(s["column"])} IS NOT NULL"' if s.get("column") else ""
+        if s["check"] == "row_count":  # DQDL's between excludes its ends
+            rules.append(f"RowCount between {s['min'] - 1} and {s['max'] + 1}")
+        elif s["check"] == "not_null":
+            rules.append(f"IsComplete {column}")
+        elif s["check"] == "unique":
+            rules.append("IsUnique " + " ".join(dqdl_string(c) for c in s["columns"]))
+        elif s["check"] == "accepted_values":
+            rules.append(f"ColumnValues {column} in [{', '.join(dqdl_value(v) for v in s['values'])}]")
+        elif s["check"] == "between":
+            rules += [f"ColumnValues {column} >= {dqdl_value(s['min'])}{non_null}",
+                      f"ColumnValues {column} <= {dqdl_value(s['max'])}{non_null}"]
+        elif s["check"] == "stat" and s["stat"] == "null_fraction":
+            rules.append(f"Completeness {column} >= {_num(_complement(s['max']))}")
+        else:
+            raise ValueError(f"no DQDL for {s}")
+    return "Rules = [\n    " + ",\n    ".join(rules) + "\n]\n"
 
 
 # =================================================================================================
@@ -1740,19 +2581,26 @@ def drop_branch(spark, t, branch):
 # Audit: what file metrics prove first, then every other check in one pass over the staged rows
 # =================================================================================================
 
+def in_scope(c):
+    """True for the rows a check applies to: those meeting its `where`, or all."""
+    from pyspark.sql import functions as F
+    return F.coalesce(F.expr(c.where), F.lit(False)) if c.where else F.lit(True)
+
+
 def failing_rows_condition(c):
-    """True where a row violates the check. NULL passes every check except not_null."""
+    """True where a row the check applies to violates it. NULL passes every row check except
+    not_null, and between, accepted_values and regex with allow_null false."""
     from pyspark.sql import functions as F
     if c.check == "not_null":
-        return col(c.column).isNull()
-    if c.check == "expression":
+        condition = col(c.column).isNull()
+    elif c.check == "expression":
         condition = ~F.expr(c.expr)
     elif c.check == "between":
         parts = []
         if c.min is not None:
-            parts.append(col(c.column) < F.lit(c.min))
+            parts.append(col(c.column) <= F.lit(c.min) if c.min_exclusive else col(c.column) < F.lit(c.min))
         if c.max is not None:
-            parts.append(col(c.column) > F.lit(c.max))
+            parts.append(col(c.column) >= F.lit(c.max) if c.max_exclusive else col(c.column) > F.lit(c.max))
         condition = parts[0] if len(parts) == 1 else parts[0] | parts[1]
     elif c.check == "accepted_values":
         allowed = [v for v in c.values if v is not None]
@@ -1761,7 +2609,10 @@ def failing_rows_condition(c):
         condition = ~col(c.column).rlike(c.pattern)
     else:
         raise ValueError(c.check)
-    return F.coalesce(condition, F.lit(False))
+    condition = F.coalesce(condition, F.lit(False))
+    if c.check != "not_null" and not c.allow_null and None not in (c.values or ()):
+        condition = condition | col(c.column).isNull()
+    return in_scope(c) & condition if c.where else condition
 
 
 def read_snapshot(spark, t, snapshot_id):
@@ -1809,19 +2660,170 @@ def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail
             "observed": observed, "detail": detail, "sample": sample or []}
 
 
+def agg_name(c, what):
+    """The column name of a check's aggregate in the one-pass metrics."""
+    return f"{what}_{hashlib.sha1(c.name.encode()).hexdigest()[:10]}"
+
+
 def row_metrics(checks):
-    """The aggregates every row check and freshness check needs: evaluated together, in one pass."""
+    """The aggregates every per-row and aggregate check needs: evaluated together, in one pass."""
     from pyspark.sql import functions as F
-    row_checks = [c for c in checks if c.row_level and c.action != "drop"]
-    fresh_checks = [c for c in checks if c.check == "freshness"]
     aggs = [F.count(F.lit(1)).alias("rows")]
-    aggs += [F.sum(failing_rows_condition(c).cast("long")).alias(f"r{i}") for i, c in enumerate(row_checks)]
-    aggs += [F.max(col(c.column).cast("timestamp").cast("double")).alias(f"f{i}")  # epoch seconds
-             for i, c in enumerate(fresh_checks)]
-    # the key range of each unique check, so its look-up on main can skip files by their bounds
-    aggs += [agg(col(k)).alias(key_bound(c, j, side)) for c in checks if c.check == "unique"
-             for j, k in enumerate(c.columns) for side, agg in (("lo", F.min), ("hi", F.max))]
-    return row_checks, fresh_checks, aggs
+    for c in checks:
+        if c.where:  # the rows the check applies to: its failing fraction is of these
+            aggs.append(F.sum(in_scope(c).cast("long")).alias(agg_name(c, "in")))
+        if c.row_level and c.action != "drop":
+            aggs.append(F.sum(failing_rows_condition(c).cast("long")).alias(agg_name(c, "fail")))
+        elif c.check == "freshness":  # epoch seconds of the newest value
+            value = F.when(in_scope(c), col(c.column)) if c.where else col(c.column)
+            aggs.append(F.max(value.cast("timestamp").cast("double")).alias(agg_name(c, "newest")))
+        elif c.keyed:  # the key range, so the look-up on main can skip files by their bounds
+            aggs += [agg(col(k)).alias(key_bound(c, j, side)) for j, k in enumerate(c.columns)
+                     for side, agg in (("lo", F.min), ("hi", F.max))]
+            if c.check == "primary_key":
+                null_key = F.lit(False)
+                for k in c.columns:
+                    null_key = null_key | col(k).isNull()
+                aggs.append(F.sum((in_scope(c) & null_key).cast("long")).alias(agg_name(c, "nullkey")))
+        elif c.measures and c.stat != "row_count":
+            aggs.append(stat_aggregate(c).alias(agg_name(c, "stat")))
+    return aggs
+
+
+def stat_aggregate(c):
+    """One column statistic as an aggregate over the rows in scope (NULLs ignored, as SQL does)."""
+    from pyspark.sql import functions as F
+    value = F.when(in_scope(c), col(c.column)) if c.where else col(c.column)
+    number = value.cast("double")
+    return {"mean": lambda: F.avg(number), "stddev": lambda: F.stddev_samp(number),
+            "sum": lambda: F.sum(value).cast("double"), "min": lambda: F.min(number),
+            "max": lambda: F.max(number),
+            "median": lambda: F.percentile_approx(number, 0.5, PERCENTILE_ACCURACY),
+            "quantile": lambda: F.percentile_approx(number, c.q, PERCENTILE_ACCURACY),
+            "distinct_count": lambda: F.approx_count_distinct(value, DISTINCT_RSD),
+            "null_fraction": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
+            "min_length": lambda: F.min(F.length(value)), "max_length": lambda: F.max(F.length(value)),
+            }[c.stat]()
+
+
+PERCENTILE_ACCURACY = 10_000  # median, quantile: within 1/10,000 of the rows' rank
+DISTINCT_RSD = 0.01  # distinct_count: HyperLogLog++ relative standard deviation
+
+
+def metric_key(c):
+    """The run ledger's key for a check's statistic, so anomaly checks find its history."""
+    stat = f"quantile({c.q})" if c.stat == "quantile" else c.stat
+    key = c.metric or f"{stat}:{c.column}"
+    return f"{key} where {c.where}" if c.where else key
+
+
+def measure(spark, c, staged_df, row, in_rows):
+    """The value of a stat or anomaly check's statistic, from the one-pass metrics (unique_fraction
+    from a grouping of its own); None when there are no values to measure."""
+    from pyspark.sql import functions as F
+    if c.stat == "row_count":
+        return float(in_rows)
+    if c.stat == "unique_fraction":
+        scope = staged_df.filter(in_scope(c)) if c.where else staged_df
+        once = (scope.filter(col(c.column).isNotNull()).groupBy(col(c.column))
+                .agg(F.count(F.lit(1)).alias("n")).filter("n = 1").count())
+        return once / in_rows if in_rows else None
+    value = row[agg_name(c, "stat")]
+    if c.stat == "null_fraction":
+        return (value or 0) / in_rows if in_rows else None
+    return None if value is None else float(value)
+
+
+def outside_bounds(c, value):
+    """Why a measured value breaks the check's min/max (exclusive where asked), or None."""
+    low = c.min is not None and (value <= c.min if c.min_exclusive else value < c.min)
+    high = c.max is not None and (value >= c.max if c.max_exclusive else value > c.max)
+    if not (low or high):
+        return None
+    lo = "-" if c.min is None else f"{'(' if c.min_exclusive else '['}{c.min}"
+    hi = "-" if c.max is None else f"{c.max}{')' if c.max_exclusive else ']'}"
+    return f"{value:g} is outside {lo}..{hi}"
+
+
+def audit_measure(spark, c, staged_df, row, in_rows, ledger):
+    """stat: the statistic within min/max. anomaly: the statistic against the same metric of the
+    last published runs (median and MAD from the run ledger)."""
+    value = measure(spark, c, staged_df, row, in_rows)
+    if c.check == "anomaly":
+        result = audit_anomaly(c, value, ledger, in_rows)
+    else:
+        result = check_result(c, None, in_rows, observed=value,
+                              detail="no values" if value is None else outside_bounds(c, value))
+    result["metric"] = metric_key(c)
+    if c.stat in APPROXIMATE_STATS:
+        result["approximate"] = True
+    return result
+
+
+MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally distributed values
+
+
+def audit_anomaly(c, value, ledger, in_rows):
+    """Robust: the distance from the history's median in units of its scaled median absolute
+    deviation. Zero spread means any change is an anomaly; too little history passes."""
+    key = metric_key(c)
+    history = [r["metrics"][key] for r in ledger.recent(c.lookback, Status.PUBLISHED)
+               if r["metrics"] and r["metrics"].get(key) is not None]
+    if value is None:
+        return check_result(c, None, in_rows, observed=None, detail="no values")
+    if len(history) < c.min_history:
+        result = check_result(c, None, in_rows, observed=value)
+        result["history"] = len(history)
+        return result
+    median = statistics.median(history)
+    spread = MAD_SCALE * statistics.median([abs(x - median) for x in history])
+    low, high = median - c.max_deviations * spread, median + c.max_deviations * spread
+    anomalous = not (low <= value <= high) if spread else not math.isclose(value, median, rel_tol=1e-9,
+                                                                            abs_tol=1e-12)
+    detail = None
+    if anomalous:
+        detail = (f"{value:g} is {abs(value - median) / spread:.1f} deviations from the median "
+                  f"{median:g} of the last {len(history)} publishes (limit {c.max_deviations})"
+                  if spread else f"{value:g} differs from {median:g}, the value of all "
+                                 f"{len(history)} recent publishes")
+    result = check_result(c, None, in_rows, observed=value, detail=detail)
+    result["expected"] = [round(low, 6), round(high, 6)]
+    result["history"] = len(history)
+    return result
+
+
+def missing_references(df, target, c):
+    """The rows of df whose (non-NULL) key has no match in the target table."""
+    from pyspark.sql import functions as F
+    keys = target.select(*[col(k).alias(f"_wap_to{i}") for i, k in enumerate(c.to_columns)]).distinct()
+    present = F.lit(True)
+    match = F.lit(True)
+    for i, k in enumerate(c.columns):
+        present = present & col(k).isNotNull()
+        match = match & (col(k) == F.col(f"_wap_to{i}"))
+    return df.filter(present).join(keys, match, "left_anti")
+
+
+def audit_relationship(spark, t, c, staged_df, in_rows):
+    """Every non-NULL key of the batch must exist on the referenced table's main."""
+    ns, name = c.to_table.split(".")
+    scope = staged_df.filter(in_scope(c)) if c.where else staged_df
+    missing = missing_references(scope, spark.table(TableRef(t.catalog, ns, name).sql), c)
+    failing = missing.count()
+    result = check_result(c, failing, in_rows)
+    if failing:
+        result["sample"] = sample_rows(missing)
+    return result
+
+
+def audit_sql(spark, c, batch, table, main, in_rows):
+    """The query over {batch}, {table} (as it would be published) and {main} (before this run)."""
+    with sql_views(spark, batch, table, main) as views:
+        rows = sql_query(spark, c, f"check {c.name!r}", views).take(2)
+    value = float(rows[0][0]) if len(rows) == 1 and rows[0][0] is not None else None
+    detail = (f"the query returned {len(rows)} rows, expected one" if len(rows) != 1 else
+              "the query returned NULL" if value is None else outside_bounds(c, value))
+    return check_result(c, None, in_rows, observed=value, detail=detail)
 
 
 def plain(value):
@@ -1859,7 +2861,8 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
 
     aggs, decided = [F.count(F.lit(1)).alias("files"), F.sum("data_file.record_count").alias("records")], []
     for i, c in enumerate(checks):
-        if c.check not in PROVABLE or c.action == "drop" or c.column.lower() not in metric_names:
+        if (c.check not in PROVABLE or c.action == "drop" or c.column.lower() not in metric_names
+                or (c.where and c.check == "freshness")):  # a where-clause's newest value is not a bound
             continue
         lower, upper = metric(c.column, "lower_bound"), metric(c.column, "upper_bound")
         if c.check == "not_null":
@@ -1867,9 +2870,11 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
         elif c.check == "between":
             nan = (metric(c.column, "nan_value_count") > 0
                    if isinstance(types.get(c.column.lower()), (T.FloatType, T.DoubleType)) else F.lit(False))
-            outside = [lower < F.lit(c.min)] if c.min is not None else []
-            outside += [upper > F.lit(c.max)] if c.max is not None else []
-            condition = nan
+            outside = [(lower <= F.lit(c.min)) if c.min_exclusive else (lower < F.lit(c.min))
+                       ] if c.min is not None else []
+            outside += [(upper >= F.lit(c.max)) if c.max_exclusive else (upper > F.lit(c.max))
+                        ] if c.max is not None else []
+            condition = nan if c.allow_null else nan | (metric(c.column, "null_value_count") > 0)
             for o in outside:
                 condition = condition | o
             aggs.append(unproven(condition).alias(f"u{i}"))
@@ -1900,8 +2905,9 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
 
 
 def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
-          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None):
-    """Evaluate every check against the staged rows; row checks share one Spark job.
+          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None, staged_id=None):
+    """Evaluate every check against the staged rows; everything per-row or an aggregate shares
+    one Spark job.
 
     `metrics`, when given, are the row aggregates observed while the write itself ran (already
     matched against the snapshot's record count), so the staged rows need no second scan.
@@ -1909,14 +2915,15 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     `unique` then looks for duplicates across it, since keys on main may be replaced legitimately.
     `proof_snapshot`: the staged snapshot whose added files are exactly the audited rows (append,
     overwrite_partitions); what their metrics prove is not scanned at all.
+    `staged_id`: the staged snapshot, the table a `sql` check's {table} reads.
     """
     dropped_counts = dropped_counts or {}
-    unique_checks = [c for c in checks if c.check == "unique"]
+    unique_checks = [c for c in checks if c.check == "unique" and not c.where]
     proven, keys, total = {}, {}, None
     if metrics is None and proof_snapshot is not None:
         proven, total, keys = prove_from_metadata(spark, t, proof_snapshot, checks, unique_checks)
     scanned = [c for c in checks if c.name not in proven and not (c.check == "unique" and c.name in keys)]
-    row_checks, fresh_checks, aggs = row_metrics(checks if metrics is not None else scanned)
+    aggs = row_metrics(checks if metrics is not None else scanned)
     if metrics is not None:
         row, how = metrics, "write"
     elif total is not None and len(aggs) == 1:  # nothing left that needs a row: no scan
@@ -1924,26 +2931,11 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     else:
         row, how = scan_metrics(staged_df, aggs), "scan"
     total = row["rows"]
+
+    def in_rows(c):
+        return (row.get(agg_name(c, "in")) or 0) if c.where else total
+
     results = {}
-    newest = {c.name: row[f"f{i}"] for i, c in enumerate(fresh_checks)}
-    for c in checks:
-        if c.name in proven and c.check == "freshness":
-            newest[c.name] = proven[c.name]
-        elif c.name in proven:  # not_null, between: no file can hold a failing row
-            results[c.name] = dict(check_result(c, 0, total), decided_by="metadata")
-    for i, c in enumerate(row_checks):
-        results[c.name] = check_result(c, row[f"r{i}"] or 0, total)
-    for c in checks:
-        if c.check != "freshness":
-            continue
-        value = newest[c.name]
-        hours = None if value is None else round((time.time() - value) / 3600, 3)
-        detail = ("no values" if hours is None else
-                  f"newest value is {hours} h old, limit {c.max_age_hours} h"
-                  if hours > c.max_age_hours else None)
-        results[c.name] = check_result(c, None, total, observed=hours, detail=detail)
-        if c.name in proven:
-            results[c.name]["decided_by"] = "metadata"
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
             dropped, read = dropped_counts.get(c.name, 0), rows_read or total + rows_dropped
@@ -1951,30 +2943,56 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
             results[c.name] = check_result(c, dropped if limited else 0, read)
             results[c.name]["failing_rows"] = dropped
             results[c.name]["failing_fraction"] = round(dropped / read, 6) if read else 0.0
+        elif c.name in proven and c.check != "freshness":  # no file can hold a failing row
+            results[c.name] = dict(check_result(c, 0, total), decided_by="metadata")
+        elif c.row_level:
+            results[c.name] = check_result(c, row[agg_name(c, "fail")] or 0, in_rows(c))
+        elif c.check == "freshness":
+            value = proven[c.name] if c.name in proven else row[agg_name(c, "newest")]
+            hours = None if value is None else round((time.time() - value) / 3600, 3)
+            detail = ("no values" if hours is None else
+                      f"newest value is {hours} h old, limit {c.max_age_hours} h"
+                      if hours > c.max_age_hours else None)
+            results[c.name] = check_result(c, None, in_rows(c), observed=hours, detail=detail)
+            if c.name in proven:
+                results[c.name]["decided_by"] = "metadata"
         elif c.check == "row_count":
-            too_few = c.min is not None and total < c.min
-            too_many = c.max is not None and total > c.max
+            n = in_rows(c)
+            too_few = c.min is not None and n < c.min
+            too_many = c.max is not None and n > c.max
             results[c.name] = check_result(
-                c, None, total, observed=total,
-                detail=f"{total} rows, expected {c.min if c.min is not None else '-'}.."
+                c, None, n, observed=n,
+                detail=f"{n} rows, expected {c.min if c.min is not None else '-'}.."
                        f"{c.max if c.max is not None else '-'}" if too_few or too_many else None)
         elif c.check == "schema":
             results[c.name] = audit_schema(spark, c, staged_df, total)
-        elif c.check == "unique":
+        elif c.check == "column_exists":
+            found = c.column.lower() in {x.lower() for x in staged_df.columns}
+            results[c.name] = check_result(c, None, total, observed=found,
+                                           detail=None if found else f"no column {c.column!r}")
+        elif c.keyed:
             bounds = keys.get(c.name) or [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
                                           for j in range(len(c.columns))]
-            results[c.name] = audit_unique(spark, t, c, staged_df, parent, total, bounds,
-                                           whole_table)
+            results[c.name] = audit_unique(spark, t, c, staged_df, parent, in_rows(c), bounds,
+                                           whole_table, row.get(agg_name(c, "nullkey")) or 0)
         elif c.check == "volume":
             results[c.name] = audit_volume(c, ledger, total)
-    for c in row_checks:  # samples cost a job each, so only where something is wrong
+        elif c.check in ("stat", "anomaly"):
+            results[c.name] = audit_measure(spark, c, staged_df, row, in_rows(c), ledger)
+        elif c.check == "relationship":
+            results[c.name] = audit_relationship(spark, t, c, staged_df, in_rows(c))
+        elif c.check == "sql":
+            table = whole_table if whole_table is not None else read_snapshot(spark, t, staged_id)
+            main = read_snapshot(spark, t, parent) if parent is not None else table.limit(0)
+            results[c.name] = audit_sql(spark, c, staged_df, table, main, total)
+    for c in checks:  # samples cost a job each, so only where something is wrong
         r = results[c.name]
-        if r["failing_rows"]:
+        if c.row_level and c.action != "drop" and r["failing_rows"]:
             r["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
+    decided = {"schema": "metadata", "column_exists": "metadata", "volume": "metadata",
+               "unique": "scan", "primary_key": "scan", "relationship": "scan", "sql": "scan"}
     for c in checks:  # how each verdict was reached, for the report
-        results[c.name].setdefault("decided_by", {
-            "row_count": how, "schema": "metadata", "volume": "metadata", "unique": "scan"}.get(
-                c.check, "scan" if c.action == "drop" else how))
+        results[c.name].setdefault("decided_by", "scan" if c.action == "drop" else decided.get(c.check, how))
     return [results[c.name] for c in checks], total
 
 
@@ -2010,8 +3028,9 @@ def audit_schema(spark, c, staged_df, total):
     return check_result(c, None, total, observed=actual, detail="; ".join(problems) or None)
 
 
-def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None):
+def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None, null_keys=0):
     """Duplicates within the batch, plus batch keys already on main; reads only the key columns.
+    A primary_key also fails its rows with a NULL in the key (`null_keys`, counted in the row pass).
 
     Fast path first: if no key of main falls in the batch's key range and an exact bitmap count
     proves the batch's keys distinct, the check passes without a key shuffle. Otherwise (or if
@@ -2022,6 +3041,8 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     for k in keys:
         not_null = not_null & k.isNotNull()
     scope = staged_df if whole_table is None else whole_table
+    if c.where:
+        scope = scope.filter(in_scope(c))
     names = [f"k{i}" for i in range(len(keys))]
     batch_keys = scope.select(*[k.alias(n) for k, n in zip(keys, names)]).filter(not_null)
     existing = None
@@ -2029,6 +3050,8 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
         # Only main's files whose key range overlaps the batch's can hold a clash; the range
         # filter lets Iceberg skip the rest by their column bounds.
         existing = read_snapshot(spark, t, parent)
+        if c.where:
+            existing = existing.filter(in_scope(c))
         for k, (low, high) in zip(keys, bounds):
             if low is not None:
                 existing = existing.filter(k.between(F.lit(low), F.lit(high)))
@@ -2036,7 +3059,7 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
         if not existing.take(1):
             existing = None
     if existing is None and whole_table is None and keys_distinct_by_bitmap(batch_keys, bounds, total):
-        return check_result(c, 0, total)
+        return with_null_keys(check_result(c, null_keys, total), scope, not_null, null_keys)
     groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
     if existing is not None:
         groups = groups.join(existing.distinct().withColumn("on_main", F.lit(True)), names, "left")
@@ -2045,11 +3068,18 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     bad = groups.filter((F.col("n") > 1) | F.coalesce(F.col("on_main"), F.lit(False)))
     row = bad.agg(F.sum("n").alias("rows")).first()
     failing = row["rows"] or 0
-    result = check_result(c, failing, total)
+    result = check_result(c, failing + null_keys, total)
     if failing:
         sample = bad.orderBy(F.col("n").desc()).limit(5).collect()
         result["sample"] = [{**{k: r[f"k{i}"] for i, k in enumerate(c.columns)}, "count": r["n"],
                              "on_main": bool(r["on_main"])} for r in sample]
+    return with_null_keys(result, scope, not_null, null_keys)
+
+
+def with_null_keys(result, scope, not_null, null_keys):
+    """A primary key's rows with a NULL key part, sampled when nothing else is."""
+    if null_keys and not result["sample"]:
+        result["sample"] = sample_rows(scope.filter(~not_null))
     return result
 
 
@@ -2099,7 +3129,7 @@ def audit_volume(c, ledger, total):
 # =================================================================================================
 
 # Checks whose verdict depends on what else is on main: re-run after a rebase.
-STATE_CHECKS = ("unique", "volume")
+STATE_CHECKS = ("unique", "primary_key", "volume", "sql")
 
 
 class Move(Enum):
@@ -2283,6 +3313,15 @@ class RunReport:
     input_files: list = field(default_factory=list)
     rerun_command: str = None
     html_report: str = None  # where the run's HTML page was written
+    metrics: dict = field(default_factory=dict)  # statistics kept in the ledger for anomaly checks
+
+
+def run_metrics(report):
+    """The statistics the ledger keeps: the row count, and every stat and anomaly check's value."""
+    metrics = {"row_count": float(report.rows_written or 0)}
+    metrics.update({r["metric"]: float(r["observed"]) for r in report.checks
+                    if r.get("metric") and is_number(r.get("observed"))})
+    return metrics
 
 
 def ledger_row(report):
@@ -2302,7 +3341,7 @@ def ledger_row(report):
             "staged_snapshot": report.staged_snapshot, "rows_written": number(report.rows_written),
             "rows_dropped": number(report.rows_dropped), "rows_inserted": number(report.rows_inserted),
             "rows_updated": number(report.rows_updated), "rows_deleted": number(report.rows_deleted),
-            "checks": checks, "metrics": {},
+            "checks": checks, "metrics": {k: float(v) for k, v in report.metrics.items()},
             "timings": {k: float(v) for k, v in report.timings.items()},
             "input_fingerprint": report.input_fingerprint,
             "config_fingerprint": report.config_fingerprint, "input_files": report.input_files,
@@ -2796,7 +3835,7 @@ def fault_point(step):
 
 
 # =================================================================================================
-# Status: what is published, what is pending or failed
+# Status: what is published, what is pending or failed; branch clean-up; suggested checks
 # =================================================================================================
 
 def table_status(spark, p):
@@ -2873,6 +3912,78 @@ def cleanup_branches(spark, p):
     return dropped
 
 
+def suggest_checks(spark, p):
+    """--suggest_checks: profile the batch as the job would read and transform it, and return a
+    check list that passes on it (JSON, or DQDL with --suggest_format dqdl). Writes nothing."""
+    t = TableRef(p.catalog, p.namespace, p.table_name)
+    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
+    paths = select_source_files(spark, p, t, ledger, History())
+    if not paths:
+        raise bad_input(f"--source_path: no new file under {p.source_path} to profile")
+    source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None, paths)
+    try:
+        check_columns(source, "--source_path", csv_header(spark, p, source, paths))
+        specs = profile_checks(apply_transform(source))
+    except WapError:
+        raise
+    except Exception as e:
+        raise explain_read_failure(spark, p, source, paths, e) from None
+    return json.dumps(specs, indent=2) if p.suggest_format == "json" else to_dqdl(specs)
+
+
+SUGGEST_MAX_VALUES = 10  # columns with at most this many distinct values get accepted_values
+
+
+def profile_checks(df):
+    """Checks that pass on this batch, from one profiling pass (plus, for the few columns that
+    look like keys or categories, one exact look-up of their values)."""
+    from pyspark.sql import functions as F, types as T
+    fields = df.schema.fields
+    measurable = (T.NumericType, T.StringType)
+    aggs = [F.count(F.lit(1)).alias("rows")]
+    for i, f in enumerate(fields):
+        aggs += [F.count(col(f.name)).alias(f"n{i}"),
+                 F.approx_count_distinct(col(f.name), DISTINCT_RSD).alias(f"d{i}")]
+        if isinstance(f.dataType, T.NumericType):
+            aggs += [F.min(col(f.name)).alias(f"lo{i}"), F.max(col(f.name)).alias(f"hi{i}")]
+    row = scan_metrics(df, aggs)
+    rows = row["rows"]
+    kinds = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    categories = [i for i, f in enumerate(fields) if isinstance(f.dataType, kinds)
+                  and 0 < row[f"d{i}"] <= SUGGEST_MAX_VALUES and row[f"n{i}"] >= 2 * row[f"d{i}"]]
+    keys = [i for i, f in enumerate(fields) if isinstance(f.dataType, kinds) and rows > 1
+            and row[f"n{i}"] == rows and row[f"d{i}"] >= 0.95 * rows]
+    exact = {}
+    if categories or keys:
+        exact = df.agg(*[F.collect_set(col(fields[i].name)).alias(f"v{i}") for i in categories],
+                       *[F.countDistinct(col(fields[i].name)).alias(f"k{i}") for i in keys]).first()
+    specs = [{"check": "row_count", "min": rows // 2, "max": max(rows * 2, 1)}]
+    for i, f in enumerate(fields):
+        name, present = f.name, row[f"n{i}"]
+        if rows and present == rows:
+            specs.append({"check": "not_null", "column": name})
+        elif rows:
+            nulls = 1 - present / rows
+            specs.append({"check": "stat", "column": name, "stat": "null_fraction",
+                          "max": min(1.0, math.ceil(nulls * 150) / 100)})
+        if i in keys and exact[f"k{i}"] == rows:
+            specs.append({"check": "unique", "columns": [name]})
+        elif i in categories and len(exact[f"v{i}"]) <= SUGGEST_MAX_VALUES:
+            values = sorted(exact[f"v{i}"]) + ([None] if present < rows else [])
+            specs.append({"check": "accepted_values", "column": name, "values": values})
+        elif isinstance(f.dataType, measurable) and not isinstance(f.dataType, T.StringType):
+            low, high = (row[f"lo{i}"], row[f"hi{i}"])
+            low, high = (None, None) if low is None else (plain_number(low), plain_number(high))
+            if is_number(low) and is_number(high):
+                specs.append({"check": "between", "column": name, "min": low, "max": high})
+    return specs
+
+
+def plain_number(value):
+    """A Spark number as JSON can hold it (decimals as floats)."""
+    return value if isinstance(value, int) else float(value)
+
+
 # =================================================================================================
 # Main
 # =================================================================================================
@@ -2897,10 +4008,12 @@ def run(argv=None):
         p = parse_params(argv)
         report.table, report.mode = f"{p.catalog}.{p.table}", p.mode
         report.rerun_command = rerun_command(p, argv)
-        if p.status or p.cleanup_days is not None:
+        if p.status or p.cleanup_days is not None or p.suggest_checks:
             spark, glue_job = create_session(p)
             if p.status:
                 show_status(spark, p)
+            elif p.suggest_checks:
+                print(suggest_checks(spark, p))
             else:
                 cleanup_branches(spark, p)
             return EXIT_OK, None
@@ -2955,8 +4068,8 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         check_source_records(spark, p, source)
         input_fingerprint = fingerprint_input(spark, p, source)
         df = apply_transform(source)
-        validate_checks_against(spark, checks, df)
-        if p.mode == "merge" and not any(c.check == "unique" and [x.lower() for x in c.columns]
+        validate_checks_against(spark, checks, df, t)
+        if p.mode == "merge" and not any(c.keyed and not c.where and [x.lower() for x in c.columns]
                                          == [k.lower() for k in p.merge_keys] for c in checks):
             checks.append(Check(name="unique_merge_keys", check="unique", columns=p.merge_keys))
         plan = plan_table(spark, p, t, df)
@@ -3128,7 +4241,7 @@ def stage(spark, p, t, checks, report, batch, df):
             create_branch(spark, t, batch.branch, main, p.branch_retention_days)
         since_ms = int(time.time() * 1000)
         fault_point("before_write")
-        aggs = row_metrics(checks)[2] if p.audit_source == "write" else None
+        aggs = row_metrics(checks) if p.audit_source == "write" else None
         try:
             observation = write_branch(spark, p, t, df, batch, aggs)
         except Exception:
@@ -3155,7 +4268,8 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
         report.checks, report.rows_written = audit(
             spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,
             report.rows_dropped or 0, staged["snapshot_id"] if p.mode != "merge" else None,
-            report.rows_read)
+            report.rows_read, staged_id=staged["snapshot_id"])
+        report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode != "merge":
             report.rows_inserted = int(staged["summary"].get("added-records", 0))
@@ -3169,7 +4283,8 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
     if recheck:
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
                                                           staged["parent_id"]),
-                           staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"])
+                           staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
+                           staged_id=staged["snapshot_id"])
         by_name = {r["name"]: r for r in results}
         report.checks = [by_name.get(r["name"], r) for r in report.checks]
 

@@ -1,0 +1,257 @@
+"""where on any check, relationship, stat, sql and anomaly checks: each through the real job."""
+import math
+import statistics
+
+import pytest
+
+import wap_etl
+
+ROWS = [
+    {"id": 1, "carrier": "AA", "amount": 10.0, "status": "paid", "code": "x"},
+    {"id": 2, "carrier": "UA", "amount": 20.0, "status": "paid", "code": "yy"},
+    {"id": 3, "carrier": None, "amount": -5.0, "status": "new", "code": None},
+    {"id": 4, "carrier": "AA", "amount": 40.0, "status": "new", "code": "zzz"},
+]
+
+
+def result(report, name):
+    return next(c for c in report.checks if c["name"] == name)
+
+
+# ----- where --------------------------------------------------------------------------------------
+
+def test_where_limits_a_row_check_to_the_rows_that_meet_it(wap):
+    check = {"check": "between", "column": "amount", "min": 0, "where": "status = 'paid'", "name": "paid"}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 0 and result(report, "paid")["failing_rows"] == 0
+
+
+def test_where_failing_fraction_is_relative_to_the_matching_rows(wap):
+    check = {"check": "between", "column": "amount", "min": 15, "where": "status = 'paid'",
+             "name": "paid", "max_failing_fraction": 0.4}
+    code, report = wap.run(ROWS, checks=[check])
+    r = result(report, "paid")
+    assert code == 3 and r["failing_rows"] == 1 and r["failing_fraction"] == 0.5
+    assert [s["id"] for s in r["sample"]] == [1]
+
+
+def test_where_on_unique_ignores_duplicates_outside_it(wap):
+    rows = ROWS + [{"id": 4, "carrier": "AA", "amount": 1.0, "status": "void", "code": "q"}]
+    ok = {"check": "unique", "columns": ["id"], "where": "status <> 'void'", "name": "live"}
+    bad = {"check": "unique", "columns": ["id"], "name": "all", "action": "warn"}
+    code, report = wap.run(rows, checks=[ok, bad])
+    assert code == 0 and result(report, "live")["passed"] and result(report, "all")["failing_rows"] == 2
+
+
+def test_where_on_row_count_counts_the_matching_rows(wap):
+    check = {"check": "row_count", "min": 3, "where": "status = 'paid'", "name": "paid_rows"}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 3 and result(report, "paid_rows")["observed"] == 2
+
+
+def test_where_on_stat_measures_the_matching_rows(wap):
+    check = {"check": "stat", "column": "amount", "stat": "mean", "min": 15, "max": 15,
+             "where": "status = 'paid'", "name": "m"}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 0 and result(report, "m")["observed"] == 15.0
+
+
+def test_where_with_drop_quarantines_only_matching_rows(wap, spark):
+    check = {"check": "between", "column": "amount", "min": 0, "where": "status = 'paid'",
+             "action": "drop"}
+    rows = ROWS + [{"id": 5, "carrier": "AA", "amount": -1.0, "status": "paid", "code": "a"}]
+    code, report = wap.run(rows, checks=[check])
+    assert code == 0 and report.rows_dropped == 1 and wap.ids() == [1, 2, 3, 4]
+
+
+def test_where_that_does_not_parse_exits_2_before_writing(wap):
+    code, report = wap.run(ROWS, checks=[{"check": "not_null", "column": "id", "where": "status ="}])
+    assert code == 2 and "where" in report.error and not wap.exists()
+
+
+def test_where_with_an_aggregate_is_bad_input(wap):
+    code, report = wap.run(ROWS, checks=[{"check": "not_null", "column": "id", "where": "sum(amount) > 0"}])
+    assert code == 2 and "where" in report.error and not wap.exists()
+
+
+# ----- relationship -------------------------------------------------------------------------------
+
+@pytest.fixture
+def carriers(wap, spark):
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{wap.ns}")
+    spark.sql(f"CREATE TABLE local.{wap.ns}.carriers (code string, name string) USING iceberg")
+    spark.sql(f"INSERT INTO local.{wap.ns}.carriers VALUES ('AA', 'American'), ('UA', 'United')")
+    return f"{wap.ns}.carriers"
+
+
+def test_relationship_passes_when_every_key_exists(wap, carriers):
+    check = {"check": "relationship", "column": "carrier", "to_table": carriers, "to_column": "code"}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 0 and report.checks[0]["failing_rows"] == 0  # the NULL carrier passes
+
+
+def test_relationship_counts_and_samples_rows_without_a_match(wap, carriers):
+    rows = ROWS + [{"id": 5, "carrier": "ZZ", "amount": 1.0, "status": "new", "code": "a"},
+                   {"id": 6, "carrier": "ZZ", "amount": 2.0, "status": "new", "code": "b"}]
+    check = {"check": "relationship", "columns": ["carrier"], "to_table": carriers, "to_columns": ["code"]}
+    code, report = wap.run(rows, checks=[check])
+    r = report.checks[0]
+    assert code == 3 and r["failing_rows"] == 2 and {s["id"] for s in r["sample"]} == {5, 6}
+    assert "main" not in wap.refs()
+
+
+def test_relationship_on_two_columns(wap, carriers):
+    check = {"check": "relationship", "columns": ["carrier", "code"], "to_table": carriers,
+             "to_columns": ["code", "name"]}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 3 and report.checks[0]["failing_rows"] == 3  # no (carrier, name) pair matches
+
+
+def test_relationship_to_a_missing_table_exits_2_before_writing(wap):
+    check = {"check": "relationship", "column": "carrier", "to_table": f"{wap.ns}.nope"}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 2 and "does not exist" in report.error and not wap.exists()
+
+
+# ----- stat ---------------------------------------------------------------------------------------
+
+AMOUNTS = [10.0, 20.0, -5.0, 40.0]
+EXPECTED = {
+    "mean": statistics.mean(AMOUNTS), "stddev": statistics.stdev(AMOUNTS), "sum": sum(AMOUNTS),
+    "min": -5.0, "max": 40.0, "median": 10.0, "distinct_count": 4.0, "null_fraction": 0.0,
+}
+
+
+@pytest.mark.parametrize("stat", EXPECTED)
+def test_stat_observes_the_value(wap, stat):
+    value = EXPECTED[stat]
+    check = {"check": "stat", "column": "amount", "stat": stat, "min": value - 1e-6, "max": value + 1e-6}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 0, report.checks
+    assert math.isclose(report.checks[0]["observed"], value, rel_tol=1e-9)
+    assert report.checks[0].get("approximate", False) == (stat in ("median", "distinct_count"))
+
+
+def test_stat_string_lengths_and_null_fraction(wap):
+    checks = [{"check": "stat", "column": "code", "stat": "min_length", "min": 1, "max": 1},
+              {"check": "stat", "column": "code", "stat": "max_length", "max": 3, "min": 3},
+              {"check": "stat", "column": "code", "stat": "null_fraction", "max": 0.25, "min": 0.25},
+              {"check": "stat", "column": "amount", "stat": "quantile", "q": 1.0, "min": 40, "max": 40}]
+    code, report = wap.run(ROWS, checks=checks)
+    assert code == 0, report.checks
+
+
+def test_stat_outside_its_bounds_fails_the_audit(wap):
+    check = {"check": "stat", "column": "amount", "stat": "mean", "max": 10}
+    code, report = wap.run(ROWS, checks=[check])
+    r = report.checks[0]
+    assert code == 3 and r["observed"] == 16.25 and "outside" in r["detail"]
+
+
+def test_stat_exclusive_bound_fails_at_equality(wap):
+    check = {"check": "stat", "column": "amount", "stat": "max", "max": 40, "max_exclusive": True}
+    assert wap.run(ROWS, checks=[check])[0] == 3
+
+
+def test_stat_mean_of_a_string_column_exits_2_before_writing(wap):
+    code, report = wap.run(ROWS, checks=[{"check": "stat", "column": "status", "stat": "mean", "min": 0}])
+    assert code == 2 and "numeric" in report.error and not wap.exists()
+
+
+# ----- sql ----------------------------------------------------------------------------------------
+
+def test_sql_check_counts_in_the_batch(wap):
+    check = {"check": "sql", "query": "SELECT count(*) FROM {batch} WHERE amount < 0", "max": 0}
+    code, report = wap.run(ROWS, checks=[check])
+    assert code == 3 and report.checks[0]["observed"] == 1.0
+
+
+def test_sql_check_sees_table_and_main(wap):
+    assert wap.run(ROWS, checks=[])[0] == 0
+    rows = [dict(r, id=r["id"] + 10) for r in ROWS]
+    checks = [{"check": "sql", "name": "grows", "query": "SELECT (SELECT count(*) FROM {table}) - "
+               "(SELECT count(*) FROM {main})", "min": 4, "max": 4},
+              {"check": "sql", "name": "batch", "query": "SELECT max(id) FROM {batch}", "min": 14, "max": 14}]
+    code, report = wap.run(rows, checks=checks)
+    assert code == 0, report.checks
+
+
+@pytest.mark.parametrize("statement", [
+    "DROP TABLE {table_sql}", "WITH a AS (SELECT 1) INSERT INTO {table_sql} SELECT * FROM {table_sql}",
+    "CALL local.system.rollback_to_snapshot('{table}', 1)", "DELETE FROM {table_sql}"])
+def test_sql_check_that_is_not_a_query_exits_2_and_runs_nothing(wap, spark, statement):
+    assert wap.run(ROWS, checks=[])[0] == 0
+    main = wap.refs()["main"]
+    query = statement.format(table_sql=wap.sql, table=wap.table)
+    code, report = wap.run(ROWS, checks=[{"check": "sql", "query": query, "max": 0}])
+    assert code == 2 and "not a SQL query" in report.error
+    assert wap.refs()["main"] == main and len(wap.rows()) == len(ROWS)
+
+
+@pytest.mark.parametrize("query", ["SELECT id, amount FROM {batch}", "SELECT 'a' FROM {batch}",
+                                   "SELEKT 1"])
+def test_sql_check_not_returning_one_number_exits_2_before_writing(wap, query):
+    code, report = wap.run(ROWS, checks=[{"check": "sql", "query": query, "max": 0}])
+    assert code == 2 and "query" in report.error and not wap.exists()
+
+
+# ----- anomaly ------------------------------------------------------------------------------------
+
+def batch(n, start=0):
+    return [{"id": start + i, "carrier": "AA", "amount": 1.0, "status": "paid", "code": "x"}
+            for i in range(n)]
+
+
+ANOMALY = {"check": "anomaly", "metric": "row_count", "lookback": 10, "min_history": 3,
+           "max_deviations": 3}
+
+
+def test_anomaly_passes_until_there_is_enough_history(wap):
+    for i, n in enumerate([10, 50, 3]):
+        code, report = wap.run(batch(n, 100 * i), checks=[ANOMALY])
+        assert code == 0 and report.checks[0]["history"] == i
+
+
+def test_anomaly_flags_a_batch_far_from_the_robust_history(wap):
+    for i, n in enumerate([100, 110, 90, 105]):
+        assert wap.run(batch(n, 1000 * i), checks=[ANOMALY])[0] == 0
+    code, report = wap.run(batch(400, 9000), checks=[ANOMALY])
+    r = report.checks[0]
+    assert code == 3 and r["observed"] == 400 and "deviations" in r["detail"]
+    code, report = wap.run(batch(104, 20000), checks=[ANOMALY])
+    assert code == 0, report.checks
+
+
+def test_anomaly_with_zero_spread_flags_any_change(wap):
+    for i in range(3):
+        assert wap.run(batch(5, 100 * i), checks=[ANOMALY])[0] == 0
+    assert wap.run(batch(6, 900), checks=[ANOMALY])[0] == 3
+    assert wap.run(batch(5, 800), checks=[ANOMALY])[0] == 0
+
+
+def test_anomaly_on_a_stat_uses_the_ledger_metric(wap, spark):
+    check = dict(ANOMALY, metric="null_fraction:code")
+    for i in range(3):
+        rows = batch(4, 100 * i)
+        rows[0]["code"] = None
+        assert wap.run(rows, checks=[check])[0] == 0
+    code, report = wap.run([dict(r, code=None) for r in batch(4, 900)], checks=[check])
+    assert code == 3 and report.checks[0]["observed"] == 1.0
+    metrics = [r["metrics"] for r in spark.table(f"local.{wap.ns}.orders_wap_runs").collect()]
+    assert sorted(m["null_fraction:code"] for m in metrics) == [0.25, 0.25, 0.25, 1.0]
+
+
+def test_anomaly_ignores_runs_that_did_not_publish(wap):
+    for i in range(3):
+        assert wap.run(batch(5, 100 * i), checks=[ANOMALY])[0] == 0
+    failing = [{"check": "not_null", "column": "carrier"}, ANOMALY]
+    rows = batch(50, 500)
+    rows[0]["carrier"] = None
+    assert wap.run(rows, checks=failing)[0] == 3
+    code, report = wap.run(batch(5, 700), checks=[ANOMALY])
+    assert code == 0 and report.checks[0]["history"] == 3
+
+
+def test_anomaly_bad_metric_exits_2(wap):
+    code, report = wap.run(ROWS, checks=[dict(ANOMALY, metric="average:amount")])
+    assert code == 2 and "metric" in report.error and not wap.exists()
