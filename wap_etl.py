@@ -526,12 +526,13 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where"}
 NO_WHERE = ("schema", "column_exists", "volume", "sql")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
-# Statistics of one column, each computed in the same pass as the row checks (unique_fraction
-# needs its own grouping). Approximate ones say so in the report.
-STATS = ("mean", "stddev", "sum", "min", "max", "median", "quantile", "distinct_count",
+# Statistics of one column, computed in the same pass as the row checks (distinct_count and
+# unique_fraction group the column in a job of their own). Approximate ones say so in the report.
+STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "distinct_count",
          "null_fraction", "min_length", "max_length", "unique_fraction")
-APPROXIMATE_STATS = ("median", "quantile", "distinct_count")
-NUMERIC_STATS = ("mean", "stddev", "sum", "min", "max", "median", "quantile")
+APPROXIMATE_STATS = ("median", "quantile")
+NUMERIC_STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile")
+GROUPED_STATS = ("distinct_count", "unique_fraction")  # exact, from a grouping of the column
 
 
 @dataclass
@@ -578,7 +579,7 @@ class Check:
     @property
     def measures(self):
         """stat and anomaly checks compute a statistic of the batch in the row pass."""
-        return self.check in ("stat", "anomaly") and self.stat != "unique_fraction"
+        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS
 
 
 def is_number(value):
@@ -759,6 +760,12 @@ def validate_checks_against(spark, checks, df, t):
 
     def condition_type(label, what, text):
         try:
+            unsafe = unsafe_part(spark, spark._jsparkSession.sessionState().sqlParser().parseExpression(text))
+        except Exception as e:
+            raise bad_input(f"{label}: {what} does not parse as a row condition: {first_line(e)}") from None
+        if unsafe:
+            raise bad_input(f"{label}: {what} may only read (it holds {unsafe})")
+        try:
             df.where(F.expr(text)).schema  # refuses aggregates and window functions
             dtype = df.select(F.expr(text).alias("x")).schema["x"].dataType
         except Exception as e:
@@ -807,7 +814,11 @@ def validate_checks_against(spark, checks, df, t):
             validate_relationship(spark, c, label, df, t)
         if c.check == "sql":
             main = spark.table(t.sql) if table_exists(spark, t) else df.limit(0)
-            with sql_views(spark, df, main.unionByName(df, allowMissingColumns=True), main) as views:
+            try:
+                table = main.unionByName(df, allowMissingColumns=True)
+            except Exception:  # types the table plan refuses: that error comes next, exit 2
+                table = main
+            with sql_views(spark, df, table, main) as views:
                 sql_query(spark, c, label, views)
 
 
@@ -845,19 +856,34 @@ def sql_views(spark, batch, table, main):
             spark.catalog.dropTempView(view)
 
 
-def first_statement(spark, plan):
-    """The first node of a parsed plan that would change something (a command or a statement
-    such as INSERT, DROP or CALL, at any depth, a CTE's body included), or None for a query."""
+UNSAFE_NODES = ("InsertIntoDir", "ScriptTransformation")  # writes a directory, runs a program
+UNSAFE_FUNCTIONS = ("reflect", "java_method")  # call any Java method
+
+
+def unsafe_part(spark, tree):
+    """What in a parsed plan or expression would do more than read: a command or a statement
+    (INSERT, DROP, CALL, ...), a directory write, a script, or a reflective call, at any depth
+    (CTE bodies and subqueries included); None for a plain query or condition."""
     jvm = spark._jvm
-    kinds = [jvm.java.lang.Class.forName(f"org.apache.spark.sql.catalyst.plans.logical.{name}")
-             for name in ("Command", "ParsedStatement")]
-    stack = [plan]
+
+    def kind(name):
+        return jvm.java.lang.Class.forName(f"org.apache.spark.sql.catalyst.{name}")
+
+    writes = [kind("plans.logical.Command"), kind("plans.logical.ParsedStatement")]
+    plan_kind, subquery_kind = kind("plans.logical.LogicalPlan"), kind("expressions.SubqueryExpression")
+    stack = [tree]
     while stack:
         node = stack.pop()
-        if any(kind.isInstance(node) for kind in kinds):
-            return node.getClass().getSimpleName()
-        children = node.children()
-        stack += [children.apply(i) for i in range(children.size())]
+        name = node.getClass().getSimpleName()
+        if name in UNSAFE_NODES or any(k.isInstance(node) for k in writes):
+            return name
+        if name == "UnresolvedFunction" and str(node.nameParts().last()).lower() in UNSAFE_FUNCTIONS:
+            return f"{node.nameParts().last()}()"
+        nested = [node.children()] + ([node.expressions()] if plan_kind.isInstance(node) else [])
+        for seq in nested:
+            stack += [seq.apply(i) for i in range(seq.size())]
+        if subquery_kind.isInstance(node):
+            stack.append(node.plan())
     return None
 
 
@@ -872,9 +898,9 @@ def sql_query(spark, c, label, views):
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(text)  # parsing runs nothing
     except Exception as e:
         raise bad_input(f"{label}: query does not parse: {first_line(e)}") from None
-    statement = first_statement(spark, plan)
-    if statement:
-        raise bad_input(f"{label}: query is not a SQL query (it holds a {statement})")
+    unsafe = unsafe_part(spark, plan)
+    if unsafe:
+        raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
     try:
         df = spark.sql(text)
         fields = df.schema.fields
@@ -1055,6 +1081,11 @@ class _Parser:
             raise _error(tok, f"expected ',' or ']' but found {_describe(tok)}")
         if self.peek().kind != "end":
             raise _error(self.peek(), f"unexpected {_describe(self.peek())} after the closing ']'")
+        seen = {}
+        for check in checks:  # a rule written twice is checked twice, under names of its own
+            seen[check["name"]] = seen.get(check["name"], 0) + 1
+            if seen[check["name"]] > 1:
+                check["name"] += f" ({seen[check['name']]})"
         return checks
 
     def top_rule(self):
@@ -1223,7 +1254,7 @@ def _lit(value):
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _num(value):
+def dqdl_number(value):
     """A number as text without exponent (DQDL has none; Spark reads either)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"not a finite number: {value!r}")
@@ -1435,7 +1466,7 @@ def _sql_condition(lhs, op, args):
 
 def _sql_value(val):
     if val.kind == "num":
-        return _num(val.value)
+        return dqdl_number(val.value)
     if val.kind in ("str", "empty"):
         return _lit(val.value or "")
     if val.kind == "now":
@@ -1545,7 +1576,7 @@ _HANDLERS = {
     "Uniqueness": _uniqueness, "IsPrimaryKey": _is_primary_key, "ColumnExists": _column_exists,
     "ColumnDataType": _column_data_type, "ColumnValues": _column_values,
     "ColumnLength": _column_length, "RowCount": _row_count, "Mean": _stat_rule("mean"),
-    "Sum": _stat_rule("sum"), "StandardDeviation": _stat_rule("stddev"),
+    "Sum": _stat_rule("sum"), "StandardDeviation": _stat_rule("stddev_pop"),
     "DistinctValuesCount": _stat_rule("distinct_count"), "CustomSql": _custom_sql,
     "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness}
 # From awslabs/dqdl rules-config.json: which rule types accept a where clause / a threshold.
@@ -1562,7 +1593,7 @@ def dqdl_string(text):
 
 
 def dqdl_value(value):
-    return "NULL" if value is None else dqdl_string(value) if isinstance(value, str) else _num(value)
+    return "NULL" if value is None else dqdl_string(value) if isinstance(value, str) else dqdl_number(value)
 
 
 def to_dqdl(specs):
@@ -1571,7 +1602,7 @@ def to_dqdl(specs):
     rules = []
     for s in specs:
         column = dqdl_string(s.get("column") or "")
-        non_null = f' where "{quote(s["column"])} IS NOT NULL"' if s.get("column") else ""
+        non_null = f' where {dqdl_string(quote(s["column"]) + " IS NOT NULL")}' if s.get("column") else ""
         if s["check"] == "row_count":  # DQDL's between excludes its ends
             rules.append(f"RowCount between {s['min'] - 1} and {s['max'] + 1}")
         elif s["check"] == "not_null":
@@ -1584,7 +1615,7 @@ def to_dqdl(specs):
             rules += [f"ColumnValues {column} >= {dqdl_value(s['min'])}{non_null}",
                       f"ColumnValues {column} <= {dqdl_value(s['max'])}{non_null}"]
         elif s["check"] == "stat" and s["stat"] == "null_fraction":
-            rules.append(f"Completeness {column} >= {_num(_complement(s['max']))}")
+            rules.append(f"Completeness {column} >= {dqdl_number(_complement(s['max']))}")
         else:
             raise ValueError(f"no DQDL for {s}")
     return "Rules = [\n    " + ",\n    ".join(rules) + "\n]\n"
@@ -2696,24 +2727,23 @@ def stat_aggregate(c):
     value = F.when(in_scope(c), col(c.column)) if c.where else col(c.column)
     number = value.cast("double")
     return {"mean": lambda: F.avg(number), "stddev": lambda: F.stddev_samp(number),
-            "sum": lambda: F.sum(value).cast("double"), "min": lambda: F.min(number),
-            "max": lambda: F.max(number),
+            "stddev_pop": lambda: F.stddev_pop(number), "sum": lambda: F.sum(value),
+            "min": lambda: F.min(value), "max": lambda: F.max(value),
             "median": lambda: F.percentile_approx(number, 0.5, PERCENTILE_ACCURACY),
             "quantile": lambda: F.percentile_approx(number, c.q, PERCENTILE_ACCURACY),
-            "distinct_count": lambda: F.approx_count_distinct(value, DISTINCT_RSD),
             "null_fraction": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
             "min_length": lambda: F.min(F.length(value)), "max_length": lambda: F.max(F.length(value)),
             }[c.stat]()
 
 
 PERCENTILE_ACCURACY = 10_000  # median, quantile: within 1/10,000 of the rows' rank
-DISTINCT_RSD = 0.01  # distinct_count: HyperLogLog++ relative standard deviation
+DISTINCT_RSD = 0.01  # --suggest_checks' profile: HyperLogLog++ relative standard deviation
 
 
 def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
     stat = f"quantile({c.q})" if c.stat == "quantile" else c.stat
-    key = c.metric or f"{stat}:{c.column}"
+    key = "row_count" if c.stat == "row_count" else f"{stat}:{c.column.lower()}"
     return f"{key} where {c.where}" if c.where else key
 
 
@@ -2723,19 +2753,26 @@ def measure(spark, c, staged_df, row, in_rows):
     from pyspark.sql import functions as F
     if c.stat == "row_count":
         return float(in_rows)
-    if c.stat == "unique_fraction":
+    if c.stat in GROUPED_STATS:
         scope = staged_df.filter(in_scope(c)) if c.where else staged_df
-        once = (scope.filter(col(c.column).isNotNull()).groupBy(col(c.column))
-                .agg(F.count(F.lit(1)).alias("n")).filter("n = 1").count())
-        return once / in_rows if in_rows else None
+        groups = (scope.filter(col(c.column).isNotNull()).groupBy(col(c.column))
+                  .agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
+                  .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"))
+                  .first())
+        if c.stat == "distinct_count":
+            return groups["values"]
+        return (groups["once"] or 0) / in_rows if in_rows else None
     value = row[agg_name(c, "stat")]
     if c.stat == "null_fraction":
         return (value or 0) / in_rows if in_rows else None
-    return None if value is None else float(value)
+    return None if value is None else value if isinstance(value, int) else float(value)
 
 
 def outside_bounds(c, value):
-    """Why a measured value breaks the check's min/max (exclusive where asked), or None."""
+    """Why a measured value breaks the check's min/max (exclusive where asked), or None. NaN is
+    outside every range."""
+    if math.isnan(value):
+        return "the value is NaN"
     low = c.min is not None and (value <= c.min if c.min_exclusive else value < c.min)
     high = c.max is not None and (value >= c.max if c.max_exclusive else value > c.max)
     if not (low or high):
@@ -2760,6 +2797,13 @@ def audit_measure(spark, c, staged_df, row, in_rows, ledger):
     return result
 
 
+def ledger_metric(row, key):
+    """A metric of a ledger row; the row count also from rows written (rows from before metrics)."""
+    value = (row["metrics"] or {}).get(key)
+    return float(row["rows_written"]) if value is None and key == "row_count" and row["rows_written"] \
+        else value
+
+
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally distributed values
 
 
@@ -2767,8 +2811,8 @@ def audit_anomaly(c, value, ledger, in_rows):
     """Robust: the distance from the history's median in units of its scaled median absolute
     deviation. Zero spread means any change is an anomaly; too little history passes."""
     key = metric_key(c)
-    history = [r["metrics"][key] for r in ledger.recent(c.lookback, Status.PUBLISHED)
-               if r["metrics"] and r["metrics"].get(key) is not None]
+    history = [x for x in (ledger_metric(r, key) for r in ledger.recent(c.lookback, Status.PUBLISHED))
+               if x is not None]
     if value is None:
         return check_result(c, None, in_rows, observed=None, detail="no values")
     if len(history) < c.min_history:
@@ -2835,7 +2879,7 @@ def key_bound(c, j, side):
     return f"{side}_{hashlib.sha1(c.name.encode()).hexdigest()[:10]}_{j}"
 
 
-PROVABLE = ("not_null", "between", "freshness")  # decided from file metrics when they suffice
+PROVABLE = ("not_null", "between", "freshness", "accepted_values")  # decided from file metrics when they suffice
 
 
 def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
@@ -2878,6 +2922,13 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
             for o in outside:
                 condition = condition | o
             aggs.append(unproven(condition).alias(f"u{i}"))
+        elif c.check == "accepted_values":
+            cleared = values_cover(c, lower, upper, types.get(c.column.lower()))
+            if cleared is None:
+                continue
+            nulls = (F.lit(False) if c.allow_null or None in c.values
+                     else metric(c.column, "null_value_count") > 0)
+            aggs.append(unproven(~cleared | nulls).alias(f"u{i}"))
         else:  # freshness: the newest value is the largest upper bound (dates and times are exact)
             aggs += [unproven(upper.isNull()).alias(f"u{i}"),
                      F.max(upper.cast("timestamp").cast("double")).alias(f"newest{i}")]
@@ -2902,6 +2953,29 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
             for c in unique_checks if c.name == name
             if not any(row[key_bound(c, j, "missing")] for j in range(n))}
     return proven, total, keys
+
+
+def values_cover(c, lower, upper, dtype):
+    """For accepted_values: true for a file whose bounds prove every value is accepted, or None
+    where bounds cannot. A string file with equal bounds holds that one value (a truncated bound
+    never equals its upper bound); an integer file whose range lies within a run of consecutive
+    accepted values holds only accepted values."""
+    from pyspark.sql import functions as F, types as T
+    allowed = [v for v in c.values if v is not None]
+    if isinstance(dtype, T.StringType) and all(isinstance(v, str) for v in allowed):
+        return (lower == upper) & lower.isin(allowed)
+    if not (isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
+            and all(type(v) is int for v in allowed)):
+        return None
+    runs, cleared = [], F.lit(False)
+    for v in sorted(set(allowed)):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    for low, high in runs:
+        cleared = cleared | ((lower >= F.lit(low)) & (upper <= F.lit(high)))
+    return cleared
 
 
 def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
@@ -2938,7 +3012,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     results = {}
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
-            dropped, read = dropped_counts.get(c.name, 0), rows_read or total + rows_dropped
+            dropped = dropped_counts.get(c.name, 0)  # of the rows read, or of those meeting `where`
+            read = dropped + in_rows(c) if c.where else rows_read or total + rows_dropped
             limited = c.max_failing_rows is not None or c.max_failing_fraction is not None
             results[c.name] = check_result(c, dropped if limited else 0, read)
             results[c.name]["failing_rows"] = dropped
@@ -2998,14 +3073,23 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
 
 def scan_metrics(df, aggs):
     """Aggregates over a DataFrame in a single Spark job: observed metrics on a no-op write need
-    no shuffle, where df.agg() costs a map stage and a result stage."""
+    no shuffle, where df.agg() costs a map stage and a result stage. The write would read every
+    column, so only the columns the aggregates use are kept."""
     from pyspark.sql import Observation
     observation = Observation("wap_audit")
+    df = df.select(*[col(name) for name in referenced_columns(df, aggs)])
     df.observe(observation, *aggs).write.format("noop").mode("overwrite").save()
     metrics = observation_result(observation)
     if metrics is None:  # the listener event was lost: the same aggregates, the slow way
         metrics = df.agg(*aggs).first().asDict()
     return metrics
+
+
+def referenced_columns(df, aggs):
+    """The columns of df that the aggregates read, from Spark's analysis of them (no job)."""
+    refs = df.select(*aggs)._jdf.queryExecution().analyzed().references().toSeq()
+    used = {refs.apply(i).name() for i in range(refs.size())}
+    return [name for name in df.columns if name in used]
 
 
 def sample_rows(df, n=5):

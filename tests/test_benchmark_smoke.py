@@ -21,3 +21,16 @@ def test_benchmark_runs_and_reports_every_measure(tmp_path, spark, monkeypatch):
     assert len(results["audit_profile_seconds"]) == 3
     assert set(results["scaling"]) == {"1x", "10x"}
     assert chart.stat().st_size > 1000
+
+
+def test_benchmark_sweep_measures_every_point(tmp_path, spark, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", wap_etl.transform)
+    out, chart = tmp_path / "s.json", tmp_path / "s.png"
+    results = bench_wap.main(["--sweep", "2000", "--repeats", "1", "--work", str(tmp_path / "work"),
+                              "--json", str(out), "--chart", str(chart)])
+    points = {(p["checks"], p["variant"]): p for p in results["sweep"]}
+    assert set(points) == {(0, "branch"), (4, "branch"), (8, "branch"), (16, "branch"),
+                           (8, "write"), (9, "failing")}
+    assert all(p["wap_over_plain"] > 0 and p["audit_seconds"]["median"] >= 0 for p in points.values())
+    assert points[(8, "write")]["decided_by"] != points[(8, "branch")]["decided_by"]
+    assert chart.stat().st_size > 1000

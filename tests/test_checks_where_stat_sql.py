@@ -129,7 +129,7 @@ def test_stat_observes_the_value(wap, stat):
     code, report = wap.run(ROWS, checks=[check])
     assert code == 0, report.checks
     assert math.isclose(report.checks[0]["observed"], value, rel_tol=1e-9)
-    assert report.checks[0].get("approximate", False) == (stat in ("median", "distinct_count"))
+    assert report.checks[0].get("approximate", False) == (stat == "median")
 
 
 def test_stat_string_lengths_and_null_fraction(wap):
@@ -158,6 +158,56 @@ def test_stat_mean_of_a_string_column_exits_2_before_writing(wap):
     assert code == 2 and "numeric" in report.error and not wap.exists()
 
 
+def test_stat_that_is_nan_fails(wap, spark):
+    df = spark.createDataFrame([(1, 1.0), (2, float("nan"))], "id int, x double")
+    path = str(wap.tmp / "in" / "nan.parquet")
+    df.write.parquet(path)
+    code, report = wap.run(path, checks=[{"check": "stat", "column": "x", "stat": "max", "max": 100}])
+    assert code == 3 and report.checks[0]["detail"] == "the value is NaN"
+
+
+def test_stat_min_max_and_distinct_count_are_exact(wap, spark):
+    big = 2 ** 53 + 1  # not a double
+    df = spark.createDataFrame([(1, big), (2, 7), (3, 7)], "id int, n bigint")
+    path = str(wap.tmp / "in" / "big.parquet")
+    df.write.parquet(path)
+    checks = [{"check": "stat", "column": "n", "stat": "max", "max": 2 ** 53, "name": "max"},
+              {"check": "stat", "column": "n", "stat": "distinct_count", "min": 2, "max": 2, "name": "d"}]
+    code, report = wap.run(path, checks=checks)
+    result = {c["name"]: c for c in report.checks}
+    assert code == 3 and result["max"]["observed"] == big and not result["max"]["passed"]
+    assert result["d"]["observed"] == 2 and result["d"]["passed"] and "approximate" not in result["d"]
+
+
+def test_stat_checks_evaluated_during_the_write_match_the_scan(wap):
+    checks = [{"check": "stat", "column": "amount", "stat": "mean", "min": 16.25, "max": 16.25, "name": "m"},
+              {"check": "row_count", "min": 2, "max": 2, "where": "status = 'paid'", "name": "paid"},
+              {"check": "primary_key", "columns": ["carrier"], "action": "warn", "name": "pk"}]
+    code, report = wap.run(ROWS, checks=checks, audit_source="write")
+    result = {c["name"]: c for c in report.checks}
+    assert code == 0 and report.audit_source == "write"
+    assert result["m"]["decided_by"] == "write" and result["paid"]["observed"] == 2
+    assert result["pk"]["failing_rows"] == 3  # two AA rows and one NULL key
+
+
+def test_drop_with_where_limits_the_fraction_of_matching_rows(wap):
+    rows = ROWS + [{"id": 10 + i, "carrier": "UA", "amount": 1.0, "status": "new", "code": "q"} for i in range(20)]
+    check = {"check": "between", "column": "amount", "min": 15, "where": "status = 'paid'",
+             "action": "drop", "max_failing_fraction": 0.4}
+    code, report = wap.run(rows, checks=[check])  # 1 of the 2 paid rows: 0.5 > 0.4
+    assert code == 3 and report.checks[0]["failing_fraction"] == 0.5
+
+
+def test_where_on_primary_key_and_relationship(wap, carriers):
+    rows = ROWS + [{"id": 1, "carrier": "ZZ", "amount": 5.0, "status": "void", "code": "v"}]
+    live = "status <> 'void'"
+    checks = [{"check": "primary_key", "columns": ["id"], "where": live},
+              {"check": "relationship", "column": "carrier", "to_table": carriers, "to_column": "code",
+               "where": live}]
+    code, report = wap.run(rows, checks=checks)
+    assert code == 0, report.checks
+
+
 # ----- sql ----------------------------------------------------------------------------------------
 
 def test_sql_check_counts_in_the_batch(wap):
@@ -178,14 +228,26 @@ def test_sql_check_sees_table_and_main(wap):
 
 @pytest.mark.parametrize("statement", [
     "DROP TABLE {table_sql}", "WITH a AS (SELECT 1) INSERT INTO {table_sql} SELECT * FROM {table_sql}",
-    "CALL local.system.rollback_to_snapshot('{table}', 1)", "DELETE FROM {table_sql}"])
+    "CALL local.system.rollback_to_snapshot('{table}', 1)", "DELETE FROM {table_sql}",
+    "INSERT OVERWRITE DIRECTORY '{tmp}/out' USING parquet SELECT 1",
+    "SELECT count(*) FROM (SELECT TRANSFORM(id) USING 'touch {tmp}/ran' AS (x) FROM {{batch}})",
+    "SELECT (SELECT count(*) FROM (SELECT TRANSFORM(id) USING 'touch {tmp}/ran' AS (x) FROM {{batch}}))",
+    "SELECT count(*) FROM {{batch}} WHERE reflect('java.lang.Thread', 'sleep', 100000L) IS NULL"])
 def test_sql_check_that_is_not_a_query_exits_2_and_runs_nothing(wap, spark, statement):
     assert wap.run(ROWS, checks=[])[0] == 0
     main = wap.refs()["main"]
-    query = statement.format(table_sql=wap.sql, table=wap.table)
+    query = statement.format(table_sql=wap.sql, table=wap.table, tmp=wap.tmp)
     code, report = wap.run(ROWS, checks=[{"check": "sql", "query": query, "max": 0}])
-    assert code == 2 and "not a SQL query" in report.error
+    assert code == 2 and "not a read-only SQL query" in report.error
     assert wap.refs()["main"] == main and len(wap.rows()) == len(ROWS)
+    assert not (wap.tmp / "out").exists() and not (wap.tmp / "ran").exists()
+
+
+def test_expression_and_where_may_only_read(wap):
+    for check in [{"check": "expression", "expr": "reflect('java.lang.System', 'exit', 0) IS NULL"},
+                  {"check": "not_null", "column": "id", "where": "java_method('java.lang.System', 'exit', 0) = ''"}]:
+        code, report = wap.run(ROWS, checks=[check])
+        assert code == 2 and "may only read" in report.error and not wap.exists()
 
 
 @pytest.mark.parametrize("query", ["SELECT id, amount FROM {batch}", "SELECT 'a' FROM {batch}",

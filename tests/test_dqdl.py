@@ -183,7 +183,7 @@ def test_row_count_strict_bounds_become_whole_numbers():
 
 
 @pytest.mark.parametrize("rule,stat", [("Mean", "mean"), ("Sum", "sum"),
-                                       ("StandardDeviation", "stddev"),
+                                       ("StandardDeviation", "stddev_pop"),
                                        ("DistinctValuesCount", "distinct_count")])
 def test_aggregate_statistics(rule, stat):
     assert one(f'{rule} "x" between 10 and 20') == {
@@ -233,6 +233,19 @@ def test_data_freshness_is_per_row():
     assert one('DataFreshness "t" between 2 days and 5 days')["expr"] == (
         "`t` IS NOT NULL AND `t` < current_timestamp() - INTERVAL 2 DAYS "
         "AND `t` > current_timestamp() - INTERVAL 5 DAYS")
+
+
+def test_numbers_keep_every_digit():
+    assert one('ColumnValues "x" not in [1000, 2000]')["expr"] == "`x` NOT IN (1000, 2000)"
+    assert one('ColumnValues "x" != 19.99')["expr"] == "`x` <> 19.99"
+    assert one('ColumnLength "x" <= 1000')["expr"] == "coalesce(length(`x`), 0) <= 1000"
+    assert one('ColumnValues "x" not between 0.5 and 1234.5678')["expr"] == \
+        "`x` IS NOT NULL AND ((`x` <= 0.5 OR `x` >= 1234.5678))"
+
+
+def test_a_rule_written_twice_gets_a_name_of_its_own():
+    checks = parse_dqdl('Rules = [ RowCount > 0, RowCount > 0 ]')
+    assert [c["name"] for c in checks] == ["RowCount > 0", "RowCount > 0 (2)"]
 
 
 # ----- clauses, layout, quoting ---------------------------------------------------------------
@@ -447,6 +460,12 @@ def test_ruleset_file_passes_and_names_each_check_by_its_rule(wap, carriers):
     assert wap.ids() == [1, 2, 3]
 
 
+def test_standard_deviation_is_glues_population_one(wap):
+    rows = [{"id": i, "c": v} for i, v in enumerate([0, 20, 40])]  # Glue's example: 16.33
+    code, report = wap.run(rows, checks='Rules = [ StandardDeviation "c" between 16.32 and 16.34 ]')
+    assert code == 0 and round(report.checks[0]["observed"], 2) == 16.33
+
+
 def test_ruleset_text_failing_rule_fails_the_audit(wap, carriers):
     rows = ROWS + [{"id": 4, "carrier": "ZZ", "amount": 99.0, "status": "new", "zip": "1234"}]
     code, report = wap.run(rows, checks=RULESET.replace("{ns}", wap.ns))
@@ -484,7 +503,7 @@ def test_dqdl_syntax_error_exits_2_before_writing(wap):
 
 # ----- suggested checks ---------------------------------------------------------------------------
 
-SUGGEST_ROWS = [{"id": i, "carrier": "AA" if i % 3 else "UA", "amount": i * 1.5,
+SUGGEST_ROWS = [{"id": i, "carrier": "AA" if i % 3 else "UA", "amount": round(i * 41.37, 2),
                  "status": ["new", "paid", None][i % 3], "zip": f"{10000 + i}"} for i in range(1, 31)]
 
 

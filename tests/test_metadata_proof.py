@@ -67,6 +67,20 @@ def test_a_violation_in_any_one_file_is_found_and_counted_exactly(wap, monkeypat
     assert {c["name"]: c["decided_by"] for c in report.checks}["not_null_id"] == "metadata"
 
 
+def test_accepted_values_on_files_of_one_value_are_proven_and_a_bad_file_is_scanned(wap, spark):
+    rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3]} for i in range(30)]
+    check = [{"check": "accepted_values", "column": "status", "values": ["new", "paid", "shipped"]}]
+    df = spark.createDataFrame(rows, "id int, status string")
+    good, bad = str(wap.tmp / "in" / "good.parquet"), str(wap.tmp / "in" / "bad.parquet")
+    df.write.parquet(good)
+    code, report = wap.run(good, checks=check, partition_by="status")  # a file per status
+    assert code == 0 and report.checks[0]["decided_by"] == "metadata"
+    df.union(spark.createDataFrame([(99, "lost")], "id int, status string")).selectExpr(
+        "id + 100 AS id", "status").write.parquet(bad)
+    code, report = wap.run(bad, checks=check, partition_by="status")
+    assert code == 3 and report.checks[0]["failing_rows"] == 1 and report.checks[0]["decided_by"] == "scan"
+
+
 @pytest.mark.parametrize("case", ["NaN above the range", "NaN with only a lower bound", "NULL",
                                   "all NULL", "truncated string bounds", "metrics mode none"])
 def test_what_metadata_cannot_decide_falls_back_to_a_scan(wap, spark, case):
@@ -99,21 +113,31 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
     by_metadata = 0
     table = wap_etl.TableRef("local", wap.ns, "orders")
     ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
-    for trial in range(6):
+    for trial in range(10):
         n = rng.randint(1, 40)
         rows = [{"id": trial * 100 + i,
                  "x": rng.choice([None, math.nan, rng.uniform(-20, 120), rng.uniform(0, 100)]),
-                 "d": rng.choice([None, f"2024-06-{rng.randint(1, 28):02d}"])} for i in range(n)]
+                 "d": rng.choice([None, f"2024-06-{rng.randint(1, 28):02d}"]),
+                 "k": rng.choice([None, 1, 2, 3, 5, 7, 9]),
+                 "s": rng.choice([None, "new", "paid", "paid", "x" * 20, "lost"])} for i in range(n)]
         low, high = sorted(rng.sample(range(-10, 110), 2))
         checks = wap_etl.parse_checks([
             {"check": "not_null", "column": "x"}, {"check": "not_null", "column": "id"},
             {"check": "between", "column": "x", "min": low, "max": high},
             {"check": "between", "column": "x", "min": low},
             {"check": "between", "column": "d", "min": "2024-06-05", "max": "2024-06-25"},
+            {"check": "between", "column": "x", "min": low, "max": high, "min_exclusive": True,
+             "max_exclusive": True, "allow_null": False},
+            {"check": "accepted_values", "column": "k", "values": [1, 2, 3, 7]},
+            {"check": "accepted_values", "column": "k", "values": [1, 2, 3, 5, 9], "allow_null": False},
+            {"check": "accepted_values", "column": "s", "values": ["new", "paid", "x" * 20]},
+            {"check": "accepted_values", "column": "s", "values": ["new", "paid", None], "allow_null": False},
             {"check": "row_count", "min": 5}])
-        df = spark.createDataFrame(rows, "id int, x double, d string").selectExpr("id", "x", "to_date(d) AS d")
+        df = spark.createDataFrame(rows, "id int, x double, d string, k int, s string").selectExpr(
+            "id", "x", "to_date(d) AS d", "k", "s")
         path = str(wap.tmp / "in" / f"trial{trial}.parquet")
-        df.repartition(rng.randint(1, 4)).write.parquet(path)
+        by = rng.choice([[], ["k"], ["s"]])  # files of one value let accepted_values be proven
+        df.repartition(rng.randint(1, 4), *by).write.parquet(path)
         code, report = wap.run(path, checks=[], publish="false", batch_id=f"t{trial}")
         assert code == 0, report.error
         staged = report.staged_snapshot

@@ -9,7 +9,10 @@ In one process and one SparkSession (local[2] unless one is active), on a genera
   3. audit scaling: the audit of one fixed batch on a table of 1x and 10x the batch
   4. publish: fast_forward time at both table sizes
   5. Spark jobs launched by the audit, peak driver (JVM) memory
-and prints a table, writes JSON, and draws a PNG chart.
+and prints a table, writes JSON, and draws a PNG chart. With --sweep 1000000,10000000 it instead
+measures, at each batch size, 0, 4, 8 and 16 mixed checks with default settings (plus, at 8,
+--audit_source write and a batch with one failing check): WAP/plain, audit and publish seconds,
+and the bytes and records the audit read.
 """
 import argparse
 import json
@@ -59,6 +62,28 @@ CHECKS = [
     {"check": "freshness", "column": "created_at", "max_age_hours": 48},
     {"check": "volume", "min_ratio": 0.1, "max_ratio": 10},
 ]
+
+
+# The sweep's checks, mixed types from the first: the first 4, 8 and all 16 are its points.
+SWEEP_CHECKS = [
+    {"check": "not_null", "column": "id"},
+    {"check": "between", "column": "amount", "min": 0, "max": 100000},
+    {"check": "accepted_values", "column": "status", "values": ["new", "paid", "shipped"]},
+    {"check": "unique", "columns": ["id"]},
+    {"check": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$"},
+    {"check": "row_count", "min": 1},
+    {"check": "freshness", "column": "created_at", "max_age_hours": 48},
+    {"check": "expression", "expr": "discount IS NULL OR discount < amount OR amount = 0"},
+    {"check": "not_null", "column": "created_at"},
+    {"check": "between", "column": "quantity", "min": 1, "max": 9},
+    {"check": "accepted_values", "column": "country", "values": ["DE", "FR", "US", "JP", "BR"]},
+    {"check": "stat", "column": "amount", "stat": "mean", "min": 0, "max": 10000},
+    {"check": "not_null", "column": "customer_id"},
+    {"check": "between", "column": "score", "min": 0, "max": 100},
+    {"check": "volume", "min_ratio": 0.1, "max_ratio": 10},
+    {"check": "stat", "column": "discount", "stat": "null_fraction", "max": 0.2},
+]
+FAILING_CHECK = {"check": "between", "column": "quantity", "max": 8, "name": "quantity_at_most_8"}
 
 
 def session():
@@ -122,15 +147,38 @@ def plain_append(spark, csv_path, table, offset):
     offset_transform(offset)(df).writeTo(table).append()
 
 
-def wap_run(csv_path, table, offset, batch_id, audit_source):
+def wap_run(csv_path, table, offset, batch_id, audit_source, checks=CHECKS, expect=0):
     wap_etl.transform = offset_transform(offset)
     code, report = wap_etl.run([
         "--source_path", csv_path, "--source_format", "csv", "--table", f"{NAMESPACE}.{table}",
-        "--catalog", CATALOG, "--checks", json.dumps(CHECKS), "--batch_id", batch_id,
+        "--catalog", CATALOG, "--checks", json.dumps(checks), "--batch_id", batch_id,
         "--audit_source", audit_source])
-    if code != 0:
-        raise SystemExit(f"wap run failed ({code}): {report.error or report.checks}")
+    if code != expect:
+        raise SystemExit(f"wap run exited {code}, expected {expect}: {report.error or report.checks}")
     return report
+
+
+def audit_input(spark, job_ids):
+    """Bytes and records the audit's Spark jobs read (data files, and the manifests the metadata
+    proof reads), from the Spark UI's REST API; None without a UI."""
+    import urllib.request
+    sc = spark.sparkContext
+    if not sc.uiWebUrl:
+        return None
+    stages = {s for j in job_ids for s in (sc.statusTracker().getJobInfo(j).stageIds() or [])}
+    total = {"bytes": 0, "records": 0, "tasks": 0}
+    for stage in stages:
+        url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages/{stage}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                attempts = json.load(r)
+        except OSError:
+            continue
+        for a in attempts[:1]:
+            total["bytes"] += a.get("inputBytes", 0)
+            total["records"] += a.get("inputRecords", 0)
+            total["tasks"] += a.get("numTasks", 0)
+    return total
 
 
 def count_audit_jobs(spark, fn):
@@ -146,11 +194,13 @@ def count_audit_jobs(spark, fn):
             sc.setLocalProperty("spark.jobGroup.id", None)
 
     wap_etl.audit = tagged
+    before = set(sc.statusTracker().getJobIdsForGroup("bench_audit"))
     try:
         result = fn()
     finally:
         wap_etl.audit = real_audit
-    return result, len(sc.statusTracker().getJobIdsForGroup("bench_audit"))
+    jobs = [j for j in sc.statusTracker().getJobIdsForGroup("bench_audit") if j not in before]
+    return result, jobs
 
 
 def profile_audit(spark, table, report):
@@ -212,6 +262,7 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
         plain.append(timed(lambda: plain_append(spark, csv_path, plain_table, r * rows))[0])
         seconds, (report, jobs) = timed(lambda: count_audit_jobs(
             spark, lambda: wap_run(csv_path, "wap", r * rows, f"rep{r}", audit_source)))
+        jobs = len(jobs)
         wap.append(seconds)
         audit.append(report.timings["audit"])
         publish.append(report.timings["publish"])
@@ -248,6 +299,99 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
                                          / scaling["1x"]["audit_seconds"]["median"], 3)
     results["publish_max_seconds"] = max(v["publish_seconds"]["max"] for v in scaling.values())
     return finish_results(results, spark)
+
+
+def sweep(rows_list, repeats, work):
+    """WAP against plain at 0, 4, 8 and 16 checks for each batch size, with default settings; at
+    8 checks also --audit_source write and a batch with one failing check (exit 3). Runs of a
+    point alternate, so drift hits all alike."""
+    spark = session()
+    use_catalog(spark, os.path.join(work, "warehouse"))
+    points = []
+    for rows in rows_list:
+        csv_path = os.path.join(work, f"sweep_csv_{rows}")
+        schema = make_csv(spark, rows, csv_path)
+        for n in (0, 4, 8, 16):
+            variants = {"branch": (SWEEP_CHECKS[:n], "branch", 0)}
+            if n == 8:
+                variants["write"] = (SWEEP_CHECKS[:8], "write", 0)
+                variants["failing"] = (SWEEP_CHECKS[:8] + [FAILING_CHECK], "branch", 3)
+            plain_table = create_table(spark, "plain", schema)
+            for v in variants:
+                create_table(spark, f"wap_{v}", schema)
+            if not points:  # the JVM's first jobs are slow: warm up once, unmeasured
+                plain_append(spark, csv_path, plain_table, 0)
+                wap_run(csv_path, "wap_branch", 0, "warmup", "branch", SWEEP_CHECKS[:n])
+            plain, runs = [], {v: [] for v in variants}
+            for r in range(1, repeats + 1):
+                plain.append(timed(lambda: plain_append(spark, csv_path, plain_table, r * rows))[0])
+                for v, (checks, source, expect) in variants.items():
+                    seconds, (report, jobs) = timed(lambda: count_audit_jobs(spark, lambda: wap_run(
+                        csv_path, f"wap_{v}", r * rows, f"{v}{r}", source, checks, expect)))
+                    runs[v].append({"seconds": seconds, "audit": report.timings.get("audit"),
+                                    "publish": report.timings.get("publish", 0.0),
+                                    "write": report.timings.get("write"), "jobs": len(jobs),
+                                    "read": audit_input(spark, jobs),
+                                    "decided_by": sorted({c.get("decided_by") for c in report.checks})})
+            for v, measured in runs.items():
+                point = {"rows": rows, "checks": len(variants[v][0]), "variant": v,
+                         "plain_seconds": summary(plain),
+                         "wap_seconds": summary([m["seconds"] for m in measured]),
+                         "audit_seconds": summary([m["audit"] for m in measured]),
+                         "write_seconds": summary([m["write"] for m in measured]),
+                         "publish_seconds": summary([m["publish"] for m in measured]),
+                         "audit_spark_jobs": measured[-1]["jobs"], "audit_read": measured[-1]["read"],
+                         "decided_by": measured[-1]["decided_by"]}
+                point["wap_over_plain"] = round(point["wap_seconds"]["median"]
+                                                / point["plain_seconds"]["median"], 3)
+                points.append(point)
+                print_point(point)
+            for table in ["plain"] + [f"wap_{v}" for v in variants]:
+                spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.{table} PURGE")
+                spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.{table}_wap_runs PURGE")
+    return finish_results({"sweep": points, "repeats": repeats}, spark)
+
+
+def print_point(p):
+    read = p["audit_read"] or {}
+    print(f"{p['rows']:>11,} rows {p['checks']:>2} checks {p['variant']:8} plain "
+          f"{p['plain_seconds']['median']:7.2f} s  wap {p['wap_seconds']['median']:7.2f} s  "
+          f"= {p['wap_over_plain']:.3f}x  audit {p['audit_seconds']['median']:6.2f} s  "
+          f"publish {p['publish_seconds']['median']:5.2f} s  audit read "
+          f"{read.get('bytes', 0) / 1e6:8.1f} MB {read.get('records', 0):>11,} records", flush=True)
+
+
+def draw_sweep_chart(r, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    sizes = sorted({p["rows"] for p in r["sweep"]})
+    colors = ["#1a73e8", "#f9ab00", "#34a853", "#d93025"]
+    for size, color in zip(sizes, colors):
+        line = [p for p in r["sweep"] if p["rows"] == size and p["variant"] == "branch"]
+        a.plot([p["checks"] for p in line], [p["wap_over_plain"] for p in line], "o-", color=color,
+               label=f"{size:,} rows")
+        b.plot([p["checks"] for p in line], [p["audit_seconds"]["median"] for p in line], "o-",
+               color=color, label=f"audit, {size:,} rows")
+        for p in r["sweep"]:
+            if p["rows"] == size and p["variant"] != "branch":
+                marker = {"write": "s", "failing": "x"}[p["variant"]]
+                a.plot([p["checks"]], [p["wap_over_plain"]], marker, color=color, markersize=8,
+                       label=f"{size:,} rows, {p['variant']}")
+    a.axhline(1.05, color="#5f6368", linestyle="--", linewidth=1, label="target 1.05x")
+    a.set_xticks([0, 4, 8, 16])
+    a.set_xlabel("checks")
+    a.set_ylabel("WAP / plain append (median)")
+    a.set_title("WAP cost with default settings")
+    a.legend(fontsize=7)
+    b.set_xticks([0, 4, 8, 16])
+    b.set_xlabel("checks")
+    b.set_ylabel("audit seconds (median)")
+    b.set_title("audit step")
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def finish_results(results, spark):
@@ -321,11 +465,21 @@ def main(argv=None):
     ap.add_argument("--scaling_rows", type=int, default=1_000_000, help="0: skip the audit-scaling part")
     ap.add_argument("--audit_source", default="branch", choices=["branch", "write"])
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--sweep", default=None,
+                    help="comma-separated batch sizes: measure 0/4/8/16 checks (plus --audit_source "
+                         "write and a failing check at 8) at each, instead of the single point")
     ap.add_argument("--json", default=os.path.join(ROOT, "tests", "benchmark", "results.json"))
     ap.add_argument("--chart", default=os.path.join(ROOT, "img", "benchmark.png"))
     args = ap.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="bench_wap_")
     try:
+        if args.sweep:
+            results = sweep([int(x) for x in args.sweep.split(",")], args.repeats, work)
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+            draw_sweep_chart(results, args.chart)
+            print(f"\nwrote {args.json} and {args.chart}")
+            return results
         results = measure(args.rows, args.repeats, args.scaling_rows, work, args.audit_source)
     finally:
         if args.work is None:
