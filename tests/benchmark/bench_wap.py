@@ -165,7 +165,8 @@ def audit_input(spark, job_ids):
     sc = spark.sparkContext
     if not sc.uiWebUrl:
         return None
-    stages = {s for j in job_ids for s in (sc.statusTracker().getJobInfo(j).stageIds() or [])}
+    infos = [sc.statusTracker().getJobInfo(j) for j in job_ids]
+    stages = {s for info in infos if info is not None for s in info.stageIds}
     total = {"bytes": 0, "records": 0, "tasks": 0}
     for stage in stages:
         url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages/{stage}"
