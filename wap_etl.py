@@ -760,16 +760,12 @@ def validate_checks_against(spark, checks, df, t):
 
     def condition_type(label, what, text):
         try:
-            unsafe = unsafe_part(spark, spark._jsparkSession.sessionState().sqlParser().parseExpression(text))
-        except Exception as e:
-            raise bad_input(f"{label}: {what} does not parse as a row condition: {first_line(e)}") from None
-        if unsafe:
-            raise bad_input(f"{label}: {what} may only read (it holds {unsafe})")
-        try:
             df.where(F.expr(text)).schema  # refuses aggregates and window functions
-            dtype = df.select(F.expr(text).alias("x")).schema["x"].dataType
+            probe = df.select(F.expr(text).alias("x"))
+            dtype = probe.schema["x"].dataType
         except Exception as e:
             raise bad_input(f"{label}: {what} does not parse as a row condition: {first_line(e)}") from None
+        check_read_only(spark, f"{label}: {what}", text, resolved_expression(probe))
         if not isinstance(dtype, T.BooleanType):
             raise bad_input(f"{label}: {what} must be a condition (boolean), got {dtype.simpleString()}")
 
@@ -807,6 +803,9 @@ def validate_checks_against(spark, checks, df, t):
         if c.stat in NUMERIC_STATS and (not isinstance(dtype, T.NumericType)):
             raise bad_input(f"{label}: {c.stat} needs a numeric column; {c.column!r} is "
                             f"{dtype.simpleString()}")
+        if c.stat in GROUPED_STATS and "map<" in dtype.simpleString():
+            raise bad_input(f"{label}: {c.stat} cannot group a map column ({c.column!r} is "
+                            f"{dtype.simpleString()})")
         if c.stat in ("min_length", "max_length") and not isinstance(dtype, T.StringType):
             raise bad_input(f"{label}: {c.stat} needs a string column; {c.column!r} is "
                             f"{dtype.simpleString()}")
@@ -856,14 +855,17 @@ def sql_views(spark, batch, table, main):
             spark.catalog.dropTempView(view)
 
 
-UNSAFE_NODES = ("InsertIntoDir", "ScriptTransformation")  # writes a directory, runs a program
-UNSAFE_FUNCTIONS = ("reflect", "java_method")  # call any Java method
+# writes a directory, runs a program, calls any Java method, names a function only at analysis
+UNSAFE_NODES = ("InsertIntoDir", "ScriptTransformation", "CallMethodViaReflection",
+                "ExpressionWithUnresolvedIdentifier")
+UNSAFE_FUNCTIONS = ("reflect", "java_method")
 
 
 def unsafe_part(spark, tree):
-    """What in a parsed plan or expression would do more than read: a command or a statement
-    (INSERT, DROP, CALL, ...), a directory write, a script, or a reflective call, at any depth
-    (CTE bodies and subqueries included); None for a plain query or condition."""
+    """What in a parsed or analysed plan or expression would do more than read: a command or a
+    statement (INSERT, DROP, CALL, ...), a directory write, a script, or a reflective call, at any
+    depth (CTE bodies and subqueries included); None for a plain query or condition. Callers check
+    the analysed plan too, where window definitions and IDENTIFIER() names are resolved."""
     jvm = spark._jvm
 
     def kind(name):
@@ -879,12 +881,31 @@ def unsafe_part(spark, tree):
             return name
         if name == "UnresolvedFunction" and str(node.nameParts().last()).lower() in UNSAFE_FUNCTIONS:
             return f"{node.nameParts().last()}()"
+        if name == "View":  # a temporary view of this job's own ({batch}, ...): not the user's SQL
+            continue
         nested = [node.children()] + ([node.expressions()] if plan_kind.isInstance(node) else [])
         for seq in nested:
             stack += [seq.apply(i) for i in range(seq.size())]
         if subquery_kind.isInstance(node):
             stack.append(node.plan())
+        if name == "UnresolvedWith":  # the CTE bodies are neither children nor expressions
+            ctes = node.cteRelations()
+            stack += [ctes.apply(i)._2() for i in range(ctes.size())]
     return None
+
+
+def check_read_only(spark, what, text, analyzed):
+    """Bad input unless a SQL condition, as parsed and as analysed (`analyzed`: its resolved
+    expression), only reads."""
+    parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(text)
+    unsafe = unsafe_part(spark, parsed) or unsafe_part(spark, analyzed)
+    if unsafe:
+        raise bad_input(f"{what} may only read (it holds {unsafe})")
+
+
+def resolved_expression(probe):
+    """The one resolved expression of a single-column select."""
+    return probe._jdf.queryExecution().analyzed().expressions().apply(0)
 
 
 def sql_query(spark, c, label, views):
@@ -906,10 +927,30 @@ def sql_query(spark, c, label, views):
         fields = df.schema.fields
     except Exception as e:
         raise bad_input(f"{label}: query does not run: {first_line(e)}") from None
+    unsafe = unsafe_part(spark, df._jdf.queryExecution().analyzed())
+    if unsafe:
+        raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
     if len(fields) != 1 or not isinstance(fields[0].dataType, T.NumericType):
         raise bad_input(f"{label}: query must return one number, returns columns "
                         + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields))
+    if not one_row(df._jdf.queryExecution().analyzed()):
+        raise bad_input(f"{label}: query must return one row: an aggregate without GROUP BY or "
+                        "HAVING (SELECT count(*) FROM ...), or scalar subqueries")
     return df
+
+
+def one_row(plan):
+    """True if an analyzed plan returns exactly one row whatever the data: a global aggregate or
+    a projection of no table, under projections and aliases only."""
+    while True:
+        name = plan.getClass().getSimpleName()
+        if name == "Aggregate":
+            return plan.groupingExpressions().isEmpty()
+        if name == "OneRowRelation":
+            return True
+        if name not in ("Project", "SubqueryAlias", "WithCTE"):
+            return False
+        plan = plan.plan() if name == "WithCTE" else plan.child()
 
 
 def check_bound_types(c, label, dtype):
@@ -2475,9 +2516,11 @@ def check_merge_batch(spark, p, df):
     if p.delete_condition:
         from pyspark.sql import types as T
         try:
-            dtype = df.alias("s").select(F.expr(p.delete_condition).alias("d")).schema["d"].dataType
+            probe = df.alias("s").select(F.expr(p.delete_condition).alias("d"))
+            dtype = probe.schema["d"].dataType
         except Exception as e:
             raise bad_input(f"--delete_condition: {first_line(e)}") from None
+        check_read_only(spark, "--delete_condition", p.delete_condition, resolved_expression(probe))
         if not isinstance(dtype, T.BooleanType):
             raise bad_input(f"--delete_condition: must be a condition (boolean), got {dtype.simpleString()}")
     nulls = df.agg(*[F.sum(col(k).isNull().cast("long")).alias(f"n{i}")
@@ -2799,7 +2842,10 @@ def audit_measure(spark, c, staged_df, row, in_rows, ledger):
 
 def ledger_metric(row, key):
     """A metric of a ledger row; the row count also from rows written (rows from before metrics)."""
-    value = (row["metrics"] or {}).get(key)
+    metrics = row["metrics"] or {}
+    value = metrics.get(key)
+    if value is None:  # keys written before column names were lower-cased
+        value = next((v for k, v in metrics.items() if k.lower() == key.lower()), None)
     return float(row["rows_written"]) if value is None and key == "row_count" and row["rows_written"] \
         else value
 

@@ -221,7 +221,9 @@ def test_sql_check_sees_table_and_main(wap):
     rows = [dict(r, id=r["id"] + 10) for r in ROWS]
     checks = [{"check": "sql", "name": "grows", "query": "SELECT (SELECT count(*) FROM {table}) - "
                "(SELECT count(*) FROM {main})", "min": 4, "max": 4},
-              {"check": "sql", "name": "batch", "query": "SELECT max(id) FROM {batch}", "min": 14, "max": 14}]
+              {"check": "sql", "name": "batch", "query": "SELECT max(id) FROM {batch}", "min": 14, "max": 14},
+              {"check": "sql", "name": "cte", "query": "WITH new AS (SELECT * FROM {batch} WHERE id > 12) "
+               "SELECT n FROM (SELECT count(*) AS n FROM new)", "min": 2, "max": 2}]
     code, report = wap.run(rows, checks=checks)
     assert code == 0, report.checks
 
@@ -232,7 +234,11 @@ def test_sql_check_sees_table_and_main(wap):
     "INSERT OVERWRITE DIRECTORY '{tmp}/out' USING parquet SELECT 1",
     "SELECT count(*) FROM (SELECT TRANSFORM(id) USING 'touch {tmp}/ran' AS (x) FROM {{batch}})",
     "SELECT (SELECT count(*) FROM (SELECT TRANSFORM(id) USING 'touch {tmp}/ran' AS (x) FROM {{batch}}))",
-    "SELECT count(*) FROM {{batch}} WHERE reflect('java.lang.Thread', 'sleep', 100000L) IS NULL"])
+    "SELECT count(*) FROM {{batch}} WHERE reflect('java.lang.Thread', 'sleep', 100000L) IS NULL",
+    "WITH x AS (SELECT TRANSFORM(id) USING 'touch {tmp}/ran' AS (y) FROM {{batch}}) SELECT count(*) FROM x",
+    "SELECT count(*) FROM {{batch}} WHERE IDENTIFIER('java_method')('java.lang.Thread', 'sleep', 100000L) IS NULL",
+    "SELECT max(c) FROM (SELECT count(*) OVER w AS c FROM {{batch}} "
+    "WINDOW w AS (PARTITION BY java_method('java.lang.Thread', 'sleep', 100000L)))"])
 def test_sql_check_that_is_not_a_query_exits_2_and_runs_nothing(wap, spark, statement):
     assert wap.run(ROWS, checks=[])[0] == 0
     main = wap.refs()["main"]
@@ -245,13 +251,16 @@ def test_sql_check_that_is_not_a_query_exits_2_and_runs_nothing(wap, spark, stat
 
 def test_expression_and_where_may_only_read(wap):
     for check in [{"check": "expression", "expr": "reflect('java.lang.System', 'exit', 0) IS NULL"},
-                  {"check": "not_null", "column": "id", "where": "java_method('java.lang.System', 'exit', 0) = ''"}]:
+                  {"check": "not_null", "column": "id", "where": "java_method('java.lang.System', 'exit', 0) = ''"},
+                  {"check": "expression", "expr": "IDENTIFIER('reflect')('java.lang.System', 'exit', 0) IS NULL"}]:
         code, report = wap.run(ROWS, checks=[check])
         assert code == 2 and "may only read" in report.error and not wap.exists()
 
 
 @pytest.mark.parametrize("query", ["SELECT id, amount FROM {batch}", "SELECT 'a' FROM {batch}",
-                                   "SELEKT 1"])
+                                   "SELEKT 1", "SELECT amount FROM {batch}",
+                                   "SELECT count(*) FROM {batch} GROUP BY status",
+                                   "SELECT count(*) FROM {batch} HAVING count(*) > 10"])
 def test_sql_check_not_returning_one_number_exits_2_before_writing(wap, query):
     code, report = wap.run(ROWS, checks=[{"check": "sql", "query": query, "max": 0}])
     assert code == 2 and "query" in report.error and not wap.exists()

@@ -289,3 +289,12 @@ def test_the_rerun_command_never_shows_the_slack_webhook(wap):
     code, report = wap.run([{"id": 1}], checks=[], slack_webhook_url="https://hooks.slack.example/T0/B0/secret",
                            alert_on="audit_failed")
     assert "secret" not in report.rerun_command and "<redacted>" in report.rerun_command
+
+
+def test_merge_delete_condition_may_only_read(wap):
+    assert wap.run([{"id": 1, "op": "U"}], checks=[])[0] == 0
+    main = wap.refs()["main"]
+    code, report = wap.run([{"id": 1, "op": "D"}], checks=[], mode="merge", merge_keys="id",
+                           delete_condition="java_method('java.lang.System', 'exit', 0) = ''")
+    assert code == 2 and "--delete_condition" in report.error and "may only read" in report.error
+    assert wap.refs()["main"] == main
