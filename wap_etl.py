@@ -622,7 +622,7 @@ def parse_check(spec, index):
             if bound in spec:
                 need(kinds_ok(spec[bound]), f"{bound} must be {what}")
                 setattr(c, bound, spec[bound])
-        for flag in ("min_exclusive", "max_exclusive", "allow_null"):
+        for flag in ("min_exclusive", "max_exclusive"):
             if flag in spec:
                 need(isinstance(spec[flag], bool), f"{flag} must be true or false")
                 setattr(c, flag, spec[flag])
@@ -754,20 +754,8 @@ def col(name):
 def validate_checks_against(spark, checks, df, t):
     """Checks that name missing columns or tables, bad regexes, unparsable SQL or unknown types
     fail now, before anything is written."""
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
     lower = {c.lower(): c for c in df.columns}
-
-    def condition_type(label, what, text):
-        try:
-            df.where(F.expr(text)).schema  # refuses aggregates and window functions
-            probe = df.select(F.expr(text).alias("x"))
-            dtype = probe.schema["x"].dataType
-        except Exception as e:
-            raise bad_input(f"{label}: {what} does not parse as a row condition: {first_line(e)}") from None
-        check_read_only(spark, f"{label}: {what}", text, resolved_expression(probe))
-        if not isinstance(dtype, T.BooleanType):
-            raise bad_input(f"{label}: {what} must be a condition (boolean), got {dtype.simpleString()}")
 
     for c in checks:
         label = f"check {c.name!r}"
@@ -777,14 +765,14 @@ def validate_checks_against(spark, checks, df, t):
                 raise bad_input(f"{label}: unknown column {name!r}; columns: {', '.join(df.columns)}")
         dtype = df.select(col(c.column)).schema[0].dataType if named and c.column else None
         if c.where:
-            condition_type(label, "where", c.where)
+            check_condition(spark, df, f"{label}: where", c.where)
         if c.check == "regex":
             try:
                 spark.sparkContext._jvm.java.util.regex.Pattern.compile(c.pattern)
             except Exception as e:
                 raise bad_input(f"{label}: invalid regex {c.pattern!r} ({first_line(e)})") from None
         if c.check == "expression":
-            condition_type(label, "expression", c.expr)
+            check_condition(spark, df, f"{label}: expression", c.expr)
         if c.check == "schema":
             for column, type_text in c.schema.items():
                 spark_type_string(spark, label, type_text)
@@ -894,18 +882,22 @@ def unsafe_part(spark, tree):
     return None
 
 
-def check_read_only(spark, what, text, analyzed):
-    """Bad input unless a SQL condition, as parsed and as analysed (`analyzed`: its resolved
-    expression), only reads."""
-    parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(text)
-    unsafe = unsafe_part(spark, parsed) or unsafe_part(spark, analyzed)
+def check_condition(spark, df, what, text):
+    """Bad input unless `text` is a row condition over df: boolean, no aggregate or window
+    function, and only reading (checked on the analysed expression, where every function call
+    and subquery is resolved; analysis runs nothing)."""
+    from pyspark.sql import functions as F, types as T
+    try:
+        df.where(F.expr(text)).schema  # refuses aggregates and window functions
+        probe = df.select(F.expr(text).alias("x"))
+        dtype = probe.schema["x"].dataType
+    except Exception as e:
+        raise bad_input(f"{what} does not parse as a row condition: {first_line(e)}") from None
+    unsafe = unsafe_part(spark, probe._jdf.queryExecution().analyzed().expressions().apply(0))
     if unsafe:
         raise bad_input(f"{what} may only read (it holds {unsafe})")
-
-
-def resolved_expression(probe):
-    """The one resolved expression of a single-column select."""
-    return probe._jdf.queryExecution().analyzed().expressions().apply(0)
+    if not isinstance(dtype, T.BooleanType):
+        raise bad_input(f"{what} must be a condition (boolean), got {dtype.simpleString()}")
 
 
 def sql_query(spark, c, label, views):
@@ -927,13 +919,14 @@ def sql_query(spark, c, label, views):
         fields = df.schema.fields
     except Exception as e:
         raise bad_input(f"{label}: query does not run: {first_line(e)}") from None
-    unsafe = unsafe_part(spark, df._jdf.queryExecution().analyzed())
+    analyzed = df._jdf.queryExecution().analyzed()
+    unsafe = unsafe_part(spark, analyzed)  # IDENTIFIER() names and WINDOW definitions resolved
     if unsafe:
         raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
     if len(fields) != 1 or not isinstance(fields[0].dataType, T.NumericType):
         raise bad_input(f"{label}: query must return one number, returns columns "
                         + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields))
-    if not one_row(df._jdf.queryExecution().analyzed()):
+    if not one_row(analyzed):
         raise bad_input(f"{label}: query must return one row: an aggregate without GROUP BY or "
                         "HAVING (SELECT count(*) FROM ...), or scalar subqueries")
     return df
@@ -2514,15 +2507,7 @@ def check_merge_batch(spark, p, df):
         if k.lower() not in lower:
             raise bad_input(f"--merge_keys: unknown column {k!r}; columns: {', '.join(df.columns)}")
     if p.delete_condition:
-        from pyspark.sql import types as T
-        try:
-            probe = df.alias("s").select(F.expr(p.delete_condition).alias("d"))
-            dtype = probe.schema["d"].dataType
-        except Exception as e:
-            raise bad_input(f"--delete_condition: {first_line(e)}") from None
-        check_read_only(spark, "--delete_condition", p.delete_condition, resolved_expression(probe))
-        if not isinstance(dtype, T.BooleanType):
-            raise bad_input(f"--delete_condition: must be a condition (boolean), got {dtype.simpleString()}")
+        check_condition(spark, df.alias("s"), "--delete_condition", p.delete_condition)
     nulls = df.agg(*[F.sum(col(k).isNull().cast("long")).alias(f"n{i}")
                      for i, k in enumerate(p.merge_keys)]).first()
     for i, k in enumerate(p.merge_keys):
@@ -2661,6 +2646,16 @@ def in_scope(c):
     return F.coalesce(F.expr(c.where), F.lit(False)) if c.where else F.lit(True)
 
 
+def rows_in_scope(df, c):
+    return df.filter(in_scope(c)) if c.where else df
+
+
+def value_in_scope(c):
+    """The check's column, NULL on the rows its `where` leaves out (aggregates skip NULLs)."""
+    from pyspark.sql import functions as F
+    return F.when(in_scope(c), col(c.column)) if c.where else col(c.column)
+
+
 def failing_rows_condition(c):
     """True where a row the check applies to violates it. NULL passes every row check except
     not_null, and between, accepted_values and regex with allow_null false."""
@@ -2749,8 +2744,7 @@ def row_metrics(checks):
         if c.row_level and c.action != "drop":
             aggs.append(F.sum(failing_rows_condition(c).cast("long")).alias(agg_name(c, "fail")))
         elif c.check == "freshness":  # epoch seconds of the newest value
-            value = F.when(in_scope(c), col(c.column)) if c.where else col(c.column)
-            aggs.append(F.max(value.cast("timestamp").cast("double")).alias(agg_name(c, "newest")))
+            aggs.append(F.max(value_in_scope(c).cast("timestamp").cast("double")).alias(agg_name(c, "newest")))
         elif c.keyed:  # the key range, so the look-up on main can skip files by their bounds
             aggs += [agg(col(k)).alias(key_bound(c, j, side)) for j, k in enumerate(c.columns)
                      for side, agg in (("lo", F.min), ("hi", F.max))]
@@ -2767,7 +2761,7 @@ def row_metrics(checks):
 def stat_aggregate(c):
     """One column statistic as an aggregate over the rows in scope (NULLs ignored, as SQL does)."""
     from pyspark.sql import functions as F
-    value = F.when(in_scope(c), col(c.column)) if c.where else col(c.column)
+    value = value_in_scope(c)
     number = value.cast("double")
     return {"mean": lambda: F.avg(number), "stddev": lambda: F.stddev_samp(number),
             "stddev_pop": lambda: F.stddev_pop(number), "sum": lambda: F.sum(value),
@@ -2797,8 +2791,7 @@ def measure(spark, c, staged_df, row, in_rows):
     if c.stat == "row_count":
         return float(in_rows)
     if c.stat in GROUPED_STATS:
-        scope = staged_df.filter(in_scope(c)) if c.where else staged_df
-        groups = (scope.filter(col(c.column).isNotNull()).groupBy(col(c.column))
+        groups = (rows_in_scope(staged_df, c).filter(col(c.column).isNotNull()).groupBy(col(c.column))
                   .agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
                   .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"))
                   .first())
@@ -2897,8 +2890,7 @@ def missing_references(df, target, c):
 def audit_relationship(spark, t, c, staged_df, in_rows):
     """Every non-NULL key of the batch must exist on the referenced table's main."""
     ns, name = c.to_table.split(".")
-    scope = staged_df.filter(in_scope(c)) if c.where else staged_df
-    missing = missing_references(scope, spark.table(TableRef(t.catalog, ns, name).sql), c)
+    missing = missing_references(rows_in_scope(staged_df, c), spark.table(TableRef(t.catalog, ns, name).sql), c)
     failing = missing.count()
     result = check_result(c, failing, in_rows)
     if failing:
@@ -3170,18 +3162,14 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     not_null = F.lit(True)
     for k in keys:
         not_null = not_null & k.isNotNull()
-    scope = staged_df if whole_table is None else whole_table
-    if c.where:
-        scope = scope.filter(in_scope(c))
+    scope = rows_in_scope(staged_df if whole_table is None else whole_table, c)
     names = [f"k{i}" for i in range(len(keys))]
     batch_keys = scope.select(*[k.alias(n) for k, n in zip(keys, names)]).filter(not_null)
     existing = None
     if parent is not None and whole_table is None:
         # Only main's files whose key range overlaps the batch's can hold a clash; the range
         # filter lets Iceberg skip the rest by their column bounds.
-        existing = read_snapshot(spark, t, parent)
-        if c.where:
-            existing = existing.filter(in_scope(c))
+        existing = rows_in_scope(read_snapshot(spark, t, parent), c)
         for k, (low, high) in zip(keys, bounds):
             if low is not None:
                 existing = existing.filter(k.between(F.lit(low), F.lit(high)))

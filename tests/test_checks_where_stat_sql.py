@@ -4,8 +4,6 @@ import statistics
 
 import pytest
 
-import wap_etl
-
 ROWS = [
     {"id": 1, "carrier": "AA", "amount": 10.0, "status": "paid", "code": "x"},
     {"id": 2, "carrier": "UA", "amount": 20.0, "status": "paid", "code": "yy"},

@@ -197,10 +197,6 @@ def hex_rgb(h):
     return tuple(int(h[i:i + 2], 16) for i in (1, 3, 5))
 
 
-def hex_rgb(h):
-    return tuple(int(h[i:i + 2], 16) for i in (1, 3, 5))
-
-
 def test_failed_run_page_renders_in_headless_chromium_with_its_charts(wap, tmp_path):
     exe = shutil.which("chromium")
     assert exe, "Debian's chromium is needed (.ci/run installs it)"

@@ -254,7 +254,7 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
 
     # 1 + 2: plain vs wap on the same input, interleaved so drift hits both alike
     plain_table = create_table(spark, "plain", schema)
-    wap_table = create_table(spark, "wap", schema)
+    create_table(spark, "wap", schema)
     plain_append(spark, csv_path, plain_table, 0)            # warm-up and history for `volume`
     wap_run(csv_path, "wap", 0, "warmup", audit_source)
     plain, wap, audit, publish, reports = [], [], [], [], []
