@@ -46,6 +46,27 @@ def spark(warehouse):
     session.stop()
 
 
+def records_read(spark, action, group="measured"):
+    """Run action(); return (its result, the records its Spark jobs read from files), from Spark's
+    own status store (what the UI shows as a stage's input)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        result = action()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    sc._jsc.sc().listenerBus().waitUntilEmpty()
+    store, tracker, stages = sc._jsc.sc().statusStore(), sc.statusTracker(), set()
+    for job in tracker.getJobIdsForGroup(group):
+        stages.update(tracker.getJobInfo(job).stageIds)
+    read = 0
+    for stage in stages:
+        data = store.lastStageAttempt(stage)
+        if data.status().toString() == "COMPLETE":
+            read += data.inputRecords()
+    return result, read
+
+
 def write_csv(path, rows, columns=None):
     """Write dict rows as a CSV file with a header; None becomes an empty field."""
     columns = columns or list(rows[0].keys())

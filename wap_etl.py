@@ -51,6 +51,7 @@ def transform(df):
 # The job. Nothing below needs editing for everyday use.
 # =================================================================================================
 
+import functools
 import hashlib
 import html
 import inspect
@@ -2665,15 +2666,9 @@ def failing_rows_condition(c):
     elif c.check == "expression":
         condition = ~F.expr(c.expr)
     elif c.check == "between":
-        parts = []
-        if c.min is not None:
-            parts.append(col(c.column) <= F.lit(c.min) if c.min_exclusive else col(c.column) < F.lit(c.min))
-        if c.max is not None:
-            parts.append(col(c.column) >= F.lit(c.max) if c.max_exclusive else col(c.column) > F.lit(c.max))
-        condition = parts[0] if len(parts) == 1 else parts[0] | parts[1]
+        condition = outside_range(c)
     elif c.check == "accepted_values":
-        allowed = [v for v in c.values if v is not None]
-        condition = ~col(c.column).isin(allowed)
+        condition = ~col(c.column).isin([v for v in c.values if v is not None])
     elif c.check == "regex":
         condition = ~col(c.column).rlike(c.pattern)
     else:
@@ -2682,6 +2677,17 @@ def failing_rows_condition(c):
     if c.check != "not_null" and not c.allow_null and None not in (c.values or ()):
         condition = condition | col(c.column).isNull()
     return in_scope(c) & condition if c.where else condition
+
+
+def outside_range(c):
+    """A between check's violation; NULL for a NULL value."""
+    from pyspark.sql import functions as F
+    parts = []
+    if c.min is not None:
+        parts.append(col(c.column) <= F.lit(c.min) if c.min_exclusive else col(c.column) < F.lit(c.min))
+    if c.max is not None:
+        parts.append(col(c.column) >= F.lit(c.max) if c.max_exclusive else col(c.column) > F.lit(c.max))
+    return parts[0] if len(parts) == 1 else parts[0] | parts[1]
 
 
 def read_snapshot(spark, t, snapshot_id):
@@ -2920,14 +2926,24 @@ def key_bound(c, j, side):
 PROVABLE = ("not_null", "between", "freshness", "accepted_values")  # decided from file metrics when they suffice
 
 
+@dataclass
+class Proof:
+    """What the staged files' metrics decided: `proven` checks (name -> newest value in epoch
+    seconds for freshness, else None), the `total` rows, `keys` (unique check -> key bounds) and
+    `null_free`: checks whose column no staged file holds a NULL in."""
+    proven: dict = field(default_factory=dict)
+    total: int = None
+    keys: dict = field(default_factory=dict)
+    null_free: set = field(default_factory=set)
+
+
 def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
     """Decide what Iceberg's own file metrics can prove, in one Spark job over the manifests of
     the staged snapshot's added files (no data file is read). For each check, the same violation
     test the scan would run is applied to every file's lower and upper bounds, null and NaN
     counts: a file that could hold a violating row, or lacks the metric (metrics mode none or
     counts, an all-NULL file, a column past the metrics limit), leaves the check to the scan.
-    Returns ({proven check name: newest value in epoch seconds for freshness, else None},
-    total rows, {unique check name: key bounds})."""
+    Returns a Proof."""
     from pyspark.sql import functions as F, types as T
     entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id)
                .load(f"{t.catalog}.{t.ident}.entries")
@@ -2959,10 +2975,13 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
             condition = nan if c.allow_null else nan | (metric(c.column, "null_value_count") > 0)
             for o in outside:
                 condition = condition | o
-            aggs.append(unproven(condition).alias(f"u{i}"))
+            aggs += [unproven(condition).alias(f"u{i}"),
+                     unproven(metric(c.column, "null_value_count") > 0).alias(f"n{i}")]
         elif c.check == "accepted_values":
+            aggs.append(unproven(metric(c.column, "null_value_count") > 0).alias(f"n{i}"))
             cleared = values_cover(c, lower, upper, types.get(c.column.lower()))
             if cleared is None:
+                decided.append((i, c, False))
                 continue
             nulls = (F.lit(False) if c.allow_null or None in c.values
                      else metric(c.column, "null_value_count") > 0)
@@ -2970,7 +2989,7 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
         else:  # freshness: the newest value is the largest upper bound (dates and times are exact)
             aggs += [unproven(upper.isNull()).alias(f"u{i}"),
                      F.max(upper.cast("timestamp").cast("double")).alias(f"newest{i}")]
-        decided.append((i, c))
+        decided.append((i, c, True))
     bounds_of = {}
     for c in unique_checks:
         if all(k.lower() in metric_names for k in c.columns):
@@ -2979,18 +2998,62 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
                          F.max(metric(k, "upper_bound")).alias(key_bound(c, j, "hi")),
                          unproven(metric(k, "lower_bound").isNull()).alias(key_bound(c, j, "missing"))]
             bounds_of[c.name] = len(c.columns)
-    row = entries.agg(*aggs).first()
-    total = int(row["records"] or 0)
-    proven = {}
-    for i, c in decided:
-        if row[f"u{i}"] == 0:
-            proven[c.name] = row[f"newest{i}"] if c.check == "freshness" else None
-    keys = {name: [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
-                   for j in range(n)]
-            for name, n in bounds_of.items()
-            for c in unique_checks if c.name == name
-            if not any(row[key_bound(c, j, "missing")] for j in range(n))}
-    return proven, total, keys
+    row = entries.agg(*aggs).first().asDict()
+    proof = Proof(total=int(row["records"] or 0))
+    for i, c, provable in decided:
+        if provable and row[f"u{i}"] == 0:
+            proof.proven[c.name] = row[f"newest{i}"] if c.check == "freshness" else None
+        if row.get(f"n{i}") == 0:
+            proof.null_free.add(c.name)
+    proof.keys = {name: [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
+                         for j in range(n)]
+                  for name, n in bounds_of.items()
+                  for c in unique_checks if c.name == name
+                  if not any(row[key_bound(c, j, "missing")] for j in range(n))}
+    return proof
+
+
+def pushed_violation(c, dtype):
+    """A check's violation as a filter Iceberg can evaluate against each Parquet row group's
+    statistics and dictionary (a dictionary cannot rule out NULLs, so the NULL part must be
+    proven by the manifests), or None. Floating-point columns are left to the scan (NaN)."""
+    from pyspark.sql import types as T
+    if c.where or c.action == "drop":
+        return None
+    if c.check == "accepted_values":
+        allowed = [v for v in c.values if v is not None]
+        if allowed and ((isinstance(dtype, T.StringType) and all(isinstance(v, str) for v in allowed))
+                        or (isinstance(dtype, T.IntegralType) and all(type(v) is int for v in allowed))):
+            return ~col(c.column).isin(allowed)
+    elif c.check == "between" and isinstance(dtype, (T.IntegralType, T.DecimalType, T.DateType,
+                                                       T.TimestampType, T.TimestampNTZType)):
+        return outside_range(c)
+    return None
+
+
+def prove_by_pushdown(staged_df, checks, proof):
+    """The value checks the manifests could not decide (a string column of several values, say),
+    counted exactly in one filtered read: the filter is "any of them is violated", so Iceberg
+    skips every row group whose Parquet statistics or dictionaries show no value can violate
+    any, and Spark counts each check's violations in the rows left. A clean batch usually reads
+    no data page at all. Returns {check name: failing rows}."""
+    from pyspark.sql import functions as F
+    types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
+    violations = {}
+    for c in checks:
+        nulls_pass = c.allow_null or None in (c.values or ()) or c.name in proof.null_free
+        if c.name not in proof.proven and c.check in PROVABLE and nulls_pass:
+            v = pushed_violation(c, types.get(c.column.lower()))
+            if v is not None:
+                violations[c.name] = v
+    if not violations:
+        return {}
+    any_violation = functools.reduce(lambda a, b: a | b, violations.values())
+    names = {name: f"v{i}" for i, name in enumerate(violations)}
+    row = staged_df.filter(any_violation).agg(
+        *[F.sum(F.coalesce(v, F.lit(False)).cast("long")).alias(names[name])
+          for name, v in violations.items()]).first()
+    return {name: row[names[name]] or 0 for name in violations}
 
 
 def values_cover(c, lower, upper, dtype):
@@ -3031,15 +3094,18 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     """
     dropped_counts = dropped_counts or {}
     unique_checks = [c for c in checks if c.check == "unique" and not c.where]
-    proven, keys, total = {}, {}, None
+    proof, pushed = Proof(), {}
     if metrics is None and proof_snapshot is not None:
-        proven, total, keys = prove_from_metadata(spark, t, proof_snapshot, checks, unique_checks)
-    scanned = [c for c in checks if c.name not in proven and not (c.check == "unique" and c.name in keys)]
+        proof = prove_from_metadata(spark, t, proof_snapshot, checks, unique_checks)
+        pushed = prove_by_pushdown(staged_df, checks, proof)
+    proven, keys = proof.proven, proof.keys
+    scanned = [c for c in checks if c.name not in proven and c.name not in pushed
+               and not (c.check == "unique" and c.name in keys)]
     aggs = row_metrics(checks if metrics is not None else scanned)
     if metrics is not None:
         row, how = metrics, "write"
-    elif total is not None and len(aggs) == 1:  # nothing left that needs a row: no scan
-        row, how = {"rows": total}, "metadata"
+    elif proof.total is not None and len(aggs) == 1:  # nothing left that needs a row: no scan
+        row, how = {"rows": proof.total}, "metadata"
     else:
         row, how = scan_metrics(staged_df, aggs), "scan"
     total = row["rows"]
@@ -3058,6 +3124,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
             results[c.name]["failing_fraction"] = round(dropped / read, 6) if read else 0.0
         elif c.name in proven and c.check != "freshness":  # no file can hold a failing row
             results[c.name] = dict(check_result(c, 0, total), decided_by="metadata")
+        elif c.name in pushed:  # counted in the row groups that could hold a failing row
+            results[c.name] = dict(check_result(c, pushed[c.name], total), decided_by="pushdown")
         elif c.row_level:
             results[c.name] = check_result(c, row[agg_name(c, "fail")] or 0, in_rows(c))
         elif c.check == "freshness":
@@ -3110,17 +3178,11 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
 
 
 def scan_metrics(df, aggs):
-    """Aggregates over a DataFrame in a single Spark job: observed metrics on a no-op write need
-    no shuffle, where df.agg() costs a map stage and a result stage. The write would read every
-    column, so only the columns the aggregates use are kept."""
-    from pyspark.sql import Observation
-    observation = Observation("wap_audit")
+    """Aggregates over a DataFrame in a single Spark job that reads only the columns they use.
+    A plain aggregate is compiled into the scan's generated code: measured at 10M rows, half the
+    time of observing the same aggregates on a no-op write."""
     df = df.select(*[col(name) for name in referenced_columns(df, aggs)])
-    df.observe(observation, *aggs).write.format("noop").mode("overwrite").save()
-    metrics = observation_result(observation)
-    if metrics is None:  # the listener event was lost: the same aggregates, the slow way
-        metrics = df.agg(*aggs).first().asDict()
-    return metrics
+    return df.agg(*aggs).first().asDict()
 
 
 def referenced_columns(df, aggs):
@@ -3205,9 +3267,10 @@ BITMAP_MAX_SPAN_PER_ROW = 32  # bits of key range per batch row; sparser keys ar
 
 
 def keys_distinct_by_bitmap(batch_keys, bounds, rows):
-    """True if one integer key is provably distinct: Spark's bitmap functions set one bit per value
-    in 32,768-value buckets, so the sum of set bits is the exact distinct count, and the shuffle
-    moves a few bitmaps per task instead of every key. False means "not proven", never "duplicate"."""
+    """True if one integer key is provably distinct: each key sets its bit in a 64-bit word
+    (word k >> 6, bit k & 63; bit_or merges them), so the sum of the words' set bits is the exact
+    distinct count. A hash aggregate in generated code, and the shuffle moves one word per 64
+    keys instead of every key. False means "not proven", never "duplicate"."""
     from pyspark.sql import functions as F, types as T
     fields = batch_keys.schema.fields
     if len(fields) != 1 or not isinstance(fields[0].dataType,
@@ -3218,9 +3281,9 @@ def keys_distinct_by_bitmap(batch_keys, bounds, rows):
         return False
     if high - low + 1 > BITMAP_MAX_SPAN_PER_ROW * rows:
         return False
-    k = fields[0].name
-    row = (batch_keys.groupBy(F.expr(f"bitmap_bucket_number({k})"))
-           .agg(F.expr(f"bitmap_count(bitmap_construct_agg(bitmap_bit_position({k})))").alias("d"),
+    k = f"CAST({quote(fields[0].name)} AS BIGINT)"
+    row = (batch_keys.groupBy(F.expr(f"shiftright({k}, 6)").alias("w"))
+           .agg(F.expr(f"bit_count(bit_or(shiftleft(1L, CAST({k} & 63 AS INT))))").alias("d"),
                 F.count("*").alias("n"))
            .agg(F.sum("d").alias("distinct"), F.sum("n").alias("rows")).first())
     return row["distinct"] == row["rows"]

@@ -4,6 +4,7 @@ from datetime import datetime, timedelta
 import pytest
 
 import wap_etl
+from conftest import records_read
 
 NOW = datetime.now()
 ROWS = [{"id": i, "email": f"u{i}@x.com", "amount": float(i), "status": "new",
@@ -14,22 +15,20 @@ def ids_from(start, n):
     return [dict(r, id=start + k) for k, r in enumerate((ROWS * n)[:n])]
 
 
-def test_row_checks_cost_one_spark_job_however_many(spark):
-    df = spark.range(2000).selectExpr("id", "id % 7 AS a", "CAST(id AS STRING) AS s")
+def test_row_checks_read_the_data_once_however_many(spark, tmp_path):
+    path = str(tmp_path / "rows.parquet")
+    spark.range(2000).selectExpr("id", "id % 7 AS a", "CAST(id AS STRING) AS s").write.parquet(path)
+    df = spark.read.parquet(path)
     specs = [{"check": "not_null", "column": "id"}, {"check": "between", "column": "a", "min": 0, "max": 6},
              {"check": "regex", "column": "s", "pattern": "^[0-9]+$"},
              {"check": "expression", "expr": "a >= 0"},
              {"check": "accepted_values", "column": "a", "values": [0, 1, 2, 3, 4, 5, 6]},
              {"check": "not_null", "column": "s"}, {"check": "row_count", "min": 1}]
     checks = wap_etl.parse_checks(specs)
-    tracker = spark.sparkContext.statusTracker()
-    spark.sparkContext.setJobGroup("one_scan", "audit")
-    try:
-        results, total = wap_etl.audit(spark, None, checks, df, None, ledger=None)
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    (results, total), read = records_read(
+        spark, lambda: wap_etl.audit(spark, None, checks, df, None, ledger=None))
     assert total == 2000 and all(r["passed"] for r in results)
-    assert len(tracker.getJobIdsForGroup("one_scan")) == 1
+    assert read == 2000
 
 
 def test_regex_passes_when_the_value_contains_a_match(wap):

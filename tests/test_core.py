@@ -2,7 +2,6 @@
 import json
 import os
 
-import pytest
 
 import wap_etl
 

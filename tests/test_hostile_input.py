@@ -1,6 +1,5 @@
 """A tour of hostile input: each case exits with its code, a one-line error naming the parameter,
 check or file, and writes nothing (no table, branch, column, quarantine or ledger)."""
-import json
 import os
 
 import pytest

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import wap_etl
+from conftest import records_read
 
 PROVABLE = [{"check": "not_null", "column": "id"}, {"check": "between", "column": "amount", "min": 0, "max": 100},
             {"check": "freshness", "column": "ts", "max_age_hours": 48}, {"check": "row_count", "min": 1}]
@@ -67,7 +68,7 @@ def test_a_violation_in_any_one_file_is_found_and_counted_exactly(wap, monkeypat
     assert {c["name"]: c["decided_by"] for c in report.checks}["not_null_id"] == "metadata"
 
 
-def test_accepted_values_on_files_of_one_value_are_proven_and_a_bad_file_is_scanned(wap, spark):
+def test_accepted_values_on_files_of_one_value_are_proven_and_a_bad_file_is_counted(wap, spark):
     rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3]} for i in range(30)]
     check = [{"check": "accepted_values", "column": "status", "values": ["new", "paid", "shipped"]}]
     df = spark.createDataFrame(rows, "id int, status string")
@@ -78,7 +79,48 @@ def test_accepted_values_on_files_of_one_value_are_proven_and_a_bad_file_is_scan
     df.union(spark.createDataFrame([(99, "lost")], "id int, status string")).selectExpr(
         "id + 100 AS id", "status").write.parquet(bad)
     code, report = wap.run(bad, checks=check, partition_by="status")
-    assert code == 3 and report.checks[0]["failing_rows"] == 1 and report.checks[0]["decided_by"] == "scan"
+    assert code == 3 and report.checks[0]["failing_rows"] == 1 and report.checks[0]["decided_by"] == "pushdown"
+
+
+VALUE_CHECKS = [{"check": "accepted_values", "column": "status", "values": ["new", "paid", "shipped"]},
+                {"check": "accepted_values", "column": "k", "values": [1, 3, 5, 7, 9], "allow_null": False}]
+
+
+def audit_reading(spark, monkeypatch):
+    """Records every audit's rows read from files (data files and manifests) into the list returned."""
+    read, real = [], wap_etl.audit
+    monkeypatch.setattr(wap_etl, "audit", lambda *a, **k: read.append(records_read(
+        spark, lambda: real(*a, **k), "audit")) or read[-1][0])
+    return read
+
+
+def test_value_checks_the_manifests_cannot_decide_are_decided_by_row_group_dictionaries(
+        wap, spark, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    read = audit_reading(spark, monkeypatch)
+    rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3], "k": [1, 3, 5, 7, 9][i % 5]}
+            for i in range(3000)]
+    code, report = wap.run(rows, checks=VALUE_CHECKS)
+    assert code == 0, report.error
+    assert [c["decided_by"] for c in report.checks] == ["pushdown", "pushdown"]
+    files = spark.sql(f"SELECT count(*) FROM {wap.sql}.files").first()[0]
+    assert files == 3 and read[0][1] <= files, "only manifest entries were read, no data row"
+
+
+@pytest.mark.parametrize("bad, decided_by", [({"status": "lost"}, "pushdown"), ({"k": 4}, "pushdown"),
+                                             ({"k": None}, "scan")])
+def test_a_value_no_row_group_dictionary_clears_is_found_and_counted_exactly(wap, monkeypatch, bad,
+                                                                             decided_by):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3], "k": [1, 3, 5, 7, 9][i % 5]}
+            for i in range(300)]
+    rows[150].update(bad)
+    code, report = wap.run(rows, checks=VALUE_CHECKS)
+    result = next(c for c in report.checks if c["name"].endswith(next(iter(bad))))
+    assert code == 3 and result["failing_rows"] == 1 and result["decided_by"] == decided_by
+    assert result["sample"][0]["id"] == 150
+    other = next(c for c in report.checks if c is not result)
+    assert other["passed"] and other["failing_rows"] == 0
 
 
 @pytest.mark.parametrize("case", ["NaN above the range", "NaN with only a lower bound", "NULL",
@@ -110,7 +152,7 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
     """A property over seeded random batches: with or without the metadata proof, every check
     reaches the same verdict and failing-row count."""
     rng = random.Random(20261122)
-    by_metadata = 0
+    by_metadata = by_pushdown = 0
     table = wap_etl.TableRef("local", wap.ns, "orders")
     ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
     for trial in range(10):
@@ -148,4 +190,6 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
         assert [(r["name"], r["passed"], r["failing_rows"]) for r in proven] == \
                [(r["name"], r["passed"], r["failing_rows"]) for r in scanned], trial
         by_metadata += sum(r["decided_by"] == "metadata" for r in proven)
+        by_pushdown += sum(r["decided_by"] == "pushdown" for r in proven)
     assert by_metadata >= 6, "the proof decided checks in the trials, not only the scan"
+    assert by_pushdown >= 2, "row group dictionaries decided checks in the trials"

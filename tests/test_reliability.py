@@ -1,5 +1,4 @@
 """Retries, crashes and concurrent writers never duplicate, lose or half-publish a batch."""
-import os
 import time
 
 import pytest

@@ -9,7 +9,6 @@ import zlib
 from html.parser import HTMLParser
 
 import boto3
-import pytest
 from moto import mock_aws
 
 import wap_etl
