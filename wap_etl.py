@@ -584,7 +584,12 @@ class Check:
 
 
 def is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number Spark can hold as a literal: a float, or an int within a 64-bit long."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -2 ** 63 <= value < 2 ** 63
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def is_count(value, minimum=0):
@@ -653,8 +658,8 @@ def parse_check(spec, index):
         bounds(is_number, "a number")
     elif kind == "accepted_values":
         need(isinstance(spec["values"], list) and spec["values"]
-             and all(v is None or isinstance(v, (str, int, float, bool)) for v in spec["values"]),
-             "values must be a non-empty list of scalars")
+             and all(v is None or isinstance(v, (str, bool)) or is_number(v) for v in spec["values"]),
+             "values must be a non-empty list of strings, numbers or booleans")
         c.values = spec["values"]
     elif kind == "regex":
         need(isinstance(spec["pattern"], str) and spec["pattern"], "pattern must be a string")
@@ -2690,8 +2695,14 @@ def outside_range(c):
     return parts[0] if len(parts) == 1 else parts[0] | parts[1]
 
 
+def iceberg_read(spark):
+    """A reader whose aggregates are computed from the rows: Iceberg would answer MIN/MAX from file
+    bounds, which leave NaN out (a double column holding NaN would report its largest number)."""
+    return spark.read.format("iceberg").option("aggregate-push-down-enabled", "false")
+
+
 def read_snapshot(spark, t, snapshot_id):
-    return spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}")
+    return iceberg_read(spark).option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}")
 
 
 def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None):
@@ -2703,7 +2714,7 @@ def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None):
     if mode == "append":
         if parent is None:
             return read_snapshot(spark, t, staged)
-        return (spark.read.format("iceberg").option("start-snapshot-id", parent)
+        return (iceberg_read(spark).option("start-snapshot-id", parent)
                 .option("end-snapshot-id", staged).load(f"{t.catalog}.{t.ident}"))
     rows = read_snapshot(spark, t, staged)
     if mode == "overwrite_partitions":
@@ -2975,8 +2986,7 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
             condition = nan if c.allow_null else nan | (metric(c.column, "null_value_count") > 0)
             for o in outside:
                 condition = condition | o
-            aggs += [unproven(condition).alias(f"u{i}"),
-                     unproven(metric(c.column, "null_value_count") > 0).alias(f"n{i}")]
+            aggs.append(unproven(condition).alias(f"u{i}"))
         elif c.check == "accepted_values":
             aggs.append(unproven(metric(c.column, "null_value_count") > 0).alias(f"n{i}"))
             cleared = values_cover(c, lower, upper, types.get(c.column.lower()))
@@ -2996,7 +3006,8 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
             for j, k in enumerate(c.columns):
                 aggs += [F.min(metric(k, "lower_bound")).alias(key_bound(c, j, "lo")),
                          F.max(metric(k, "upper_bound")).alias(key_bound(c, j, "hi")),
-                         unproven(metric(k, "lower_bound").isNull()).alias(key_bound(c, j, "missing"))]
+                         unproven(metric(k, "lower_bound").isNull() | metric(k, "upper_bound").isNull()
+                                  ).alias(key_bound(c, j, "missing"))]
             bounds_of[c.name] = len(c.columns)
     row = entries.agg(*aggs).first().asDict()
     proof = Proof(total=int(row["records"] or 0))
@@ -3014,35 +3025,34 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
 
 
 def pushed_violation(c, dtype):
-    """A check's violation as a filter Iceberg can evaluate against each Parquet row group's
-    statistics and dictionary (a dictionary cannot rule out NULLs, so the NULL part must be
-    proven by the manifests), or None. Floating-point columns are left to the scan (NaN)."""
+    """An accepted_values check's violation as a filter Iceberg can test against each Parquet row
+    group's dictionary (`value NOT IN (...)`), or None. Ranges stay with the manifests and the scan:
+    a row group's bounds rarely prove more than its file's."""
     from pyspark.sql import types as T
-    if c.where or c.action == "drop":
+    if c.where or c.action == "drop" or c.check != "accepted_values":
         return None
-    if c.check == "accepted_values":
-        allowed = [v for v in c.values if v is not None]
-        if allowed and ((isinstance(dtype, T.StringType) and all(isinstance(v, str) for v in allowed))
-                        or (isinstance(dtype, T.IntegralType) and all(type(v) is int for v in allowed))):
-            return ~col(c.column).isin(allowed)
-    elif c.check == "between" and isinstance(dtype, (T.IntegralType, T.DecimalType, T.DateType,
-                                                       T.TimestampType, T.TimestampNTZType)):
-        return outside_range(c)
+    allowed = [v for v in c.values if v is not None]
+    ints = all(type(v) is int for v in allowed)
+    if allowed and ((isinstance(dtype, T.StringType) and all(isinstance(v, str) for v in allowed))
+                    or (isinstance(dtype, T.LongType) and ints)
+                    or (isinstance(dtype, T.IntegerType) and ints and all(-2 ** 31 <= v < 2 ** 31 for v in allowed))):
+        return ~col(c.column).isin(allowed)  # the literals take the column's type: the filter is pushed
     return None
 
 
 def prove_by_pushdown(staged_df, checks, proof):
-    """The value checks the manifests could not decide (a string column of several values, say),
-    counted exactly in one filtered read: the filter is "any of them is violated", so Iceberg
-    skips every row group whose Parquet statistics or dictionaries show no value can violate
-    any, and Spark counts each check's violations in the rows left. A clean batch usually reads
-    no data page at all. Returns {check name: failing rows}."""
+    """The accepted_values checks the manifests could not decide (a string column of several
+    values, say), counted exactly in one filtered read: the filter is "any of them is violated",
+    so Iceberg skips every row group whose dictionaries hold no value outside the lists, and
+    Spark counts each check's violations in the rows left. Only columns the manifests show
+    without NULLs take part: Iceberg's dictionary test gives up on a row group holding a NULL.
+    A clean batch reads no data page (unless a column outgrew its dictionary). Returns
+    {check name: failing rows}."""
     from pyspark.sql import functions as F
     types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
     violations = {}
     for c in checks:
-        nulls_pass = c.allow_null or None in (c.values or ()) or c.name in proof.null_free
-        if c.name not in proof.proven and c.check in PROVABLE and nulls_pass:
+        if c.name not in proof.proven and c.name in proof.null_free:
             v = pushed_violation(c, types.get(c.column.lower()))
             if v is not None:
                 violations[c.name] = v
@@ -3219,7 +3229,7 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     Fast path first: if no key of main falls in the batch's key range and an exact bitmap count
     proves the batch's keys distinct, the check passes without a key shuffle. Otherwise (or if
     the proof fails) the keys are grouped, which counts the offending rows and samples them."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F, types as T
     keys = [col(k) for k in c.columns]
     not_null = F.lit(True)
     for k in keys:
@@ -3232,8 +3242,10 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
         # Only main's files whose key range overlaps the batch's can hold a clash; the range
         # filter lets Iceberg skip the rest by their column bounds.
         existing = rows_in_scope(read_snapshot(spark, t, parent), c)
-        for k, (low, high) in zip(keys, bounds):
-            if low is not None:
+        types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
+        for name, k, (low, high) in zip(c.columns, keys, bounds):
+            # floating-point keys are not pruned: bounds leave NaN out, and -0.0 = 0.0 in Spark
+            if low is not None and not isinstance(types.get(name.lower()), (T.FloatType, T.DoubleType)):
                 existing = existing.filter(k.between(F.lit(low), F.lit(high)))
         existing = existing.select(*[k.alias(n) for k, n in zip(keys, names)])
         if not existing.take(1):
@@ -4103,7 +4115,7 @@ def suggest_checks(spark, p):
         raise bad_input(f"--source_path: no new file under {p.source_path} to profile")
     source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None, paths)
     try:
-        check_columns(source, "--source_path", csv_header(spark, p, source, paths))
+        check_source(spark, p, source, paths)
         specs = profile_checks(apply_transform(source))
     except WapError:
         raise
@@ -4245,8 +4257,7 @@ def run_batch(p, checks, report):
 def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
     with timed(report, "read"):
-        check_columns(source, "--source_path", csv_header(spark, p, source, paths))
-        check_source_records(spark, p, source)
+        check_source(spark, p, source, paths)
         input_fingerprint = fingerprint_input(spark, p, source)
         df = apply_transform(source)
         validate_checks_against(spark, checks, df, t)
@@ -4293,6 +4304,12 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     finally:
         if bad is not None:
             bad.unpersist()
+
+
+def check_source(spark, p, source, paths):
+    """The batch as read is usable: its column names (and a CSV header) and every record parse."""
+    check_columns(source, "--source_path", csv_header(spark, p, source, paths))
+    check_source_records(spark, p, source)
 
 
 def apply_transform(source):

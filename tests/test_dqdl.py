@@ -538,3 +538,11 @@ def test_suggest_format_dqdl_prints_a_ruleset_that_passes(wap, capsys):
     code, report = wap.run(SUGGEST_ROWS, checks=text)
     assert code == 0, [c for c in report.checks if not c["passed"]]
     assert 'IsUnique "id"' in {c["name"] for c in report.checks}
+
+
+def test_suggest_checks_refuses_a_malformed_json_record_as_a_run_would(wap, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"id": 1}\n{"id": 2, "amount"\n{"id": 3}\n')
+    code, report = wap.run(str(path), suggest_checks="true")
+    assert code == 2 and "bad.json line 2" in report.error and "malformed JSON" in report.error
+    assert not wap.exists()

@@ -123,6 +123,26 @@ def test_a_value_no_row_group_dictionary_clears_is_found_and_counted_exactly(wap
     assert other["passed"] and other["failing_rows"] == 0
 
 
+def test_a_max_over_a_file_holding_nan_is_nan_not_the_files_upper_bound(wap, spark):
+    rows = [{"id": i, "x": v} for i, v in enumerate([1.0, float("nan"), 5.0])]
+    path = str(wap.tmp / "in" / "nan.parquet")
+    spark.createDataFrame(rows, "id int, x double").coalesce(1).write.parquet(path)
+    code, report = wap.run(path, checks=[{"check": "not_null", "column": "id"},
+                                         {"check": "stat", "column": "x", "stat": "max", "max": 1000}])
+    assert report.checks[0]["decided_by"] == "metadata"
+    assert code == 3 and report.checks[1]["detail"] and "NaN" in report.checks[1]["detail"], report.checks[1]
+
+
+def test_a_nan_key_already_on_main_is_a_duplicate(wap, spark):
+    unique = [{"check": "unique", "columns": ["k"]}]
+    first, second = str(wap.tmp / "in" / "a.parquet"), str(wap.tmp / "in" / "b.parquet")
+    spark.createDataFrame([(1.0,), (float("nan"),)], "k double").coalesce(1).write.parquet(first)
+    spark.createDataFrame([(float("nan"),), (2.0,)], "k double").coalesce(1).write.parquet(second)
+    assert wap.run(first, checks=unique)[0] == 0
+    code, report = wap.run(second, checks=unique)
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks[0]
+
+
 @pytest.mark.parametrize("case", ["NaN above the range", "NaN with only a lower bound", "NULL",
                                   "all NULL", "truncated string bounds", "metrics mode none"])
 def test_what_metadata_cannot_decide_falls_back_to_a_scan(wap, spark, case):
