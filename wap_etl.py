@@ -259,14 +259,16 @@ def parse_bool(name, value):
     raise bad_input(f"--{name}: expected true or false, got {value!r}")
 
 
-def parse_number(name, value, kind, minimum):
+def parse_number(name, value, kind, minimum, maximum=None):
     try:
         number = kind(value)
-        if not number >= minimum or (kind is float and not math.isfinite(number)):
+        if (not number >= minimum or (maximum is not None and number > maximum)
+                or (kind is float and not math.isfinite(number))):
             raise ValueError
     except (TypeError, ValueError):
         what = "a whole number" if kind is int else "a number"
-        raise bad_input(f"--{name}: expected {what} >= {minimum}, got {value!r}") from None
+        limits = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+        raise bad_input(f"--{name}: expected {what} {limits}, got {value!r}") from None
     return number
 
 
@@ -475,7 +477,7 @@ def parse_params(argv):
     schema_evolution = (raw["schema_evolution"] or "fail").lower()
     if schema_evolution not in ("fail", "add_columns"):
         raise bad_input(f"--schema_evolution: expected fail or add_columns, got {schema_evolution!r}")
-    retention = parse_number("branch_retention_days", raw["branch_retention_days"], int, 1)
+    retention = parse_number("branch_retention_days", raw["branch_retention_days"], int, 1, 36500)
     retries = parse_number("max_publish_retries", raw["max_publish_retries"], int, 0)
     suggest_format = (raw["suggest_format"] or "json").lower()
     if suggest_format not in ("json", "dqdl"):
@@ -584,12 +586,18 @@ class Check:
 
 
 def is_number(value):
-    """A finite number Spark can hold as a literal: a float, or an int within a 64-bit long."""
-    if isinstance(value, bool):
+    """A finite number (not a bool); Python compares any int exactly."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    if isinstance(value, int):
-        return -2 ** 63 <= value < 2 ** 63
-    return isinstance(value, float) and math.isfinite(value)
+    return isinstance(value, int) or math.isfinite(value)
+
+
+MAX_LOOKBACK = 10_000  # published runs a volume or anomaly check compares with
+
+
+def is_literal_number(value):
+    """A number Spark can hold as a literal: a finite float, or an int within a 64-bit long."""
+    return is_number(value) and (not isinstance(value, int) or -2 ** 63 <= value < 2 ** 63)
 
 
 def is_count(value, minimum=0):
@@ -651,14 +659,14 @@ def parse_check(spec, index):
     if kind in ("unique", "primary_key"):
         c.columns = names("columns", "column")
     elif kind == "between":
-        bounds(lambda v: is_number(v) or isinstance(v, str), "a number or string")
+        bounds(lambda v: is_literal_number(v) or isinstance(v, str), "a number (within a 64-bit long) or string")
     elif kind == "row_count":
         bounds(is_count, "a whole number >= 0")
     elif kind in ("stat", "sql"):
         bounds(is_number, "a number")
     elif kind == "accepted_values":
         need(isinstance(spec["values"], list) and spec["values"]
-             and all(v is None or isinstance(v, (str, bool)) or is_number(v) for v in spec["values"]),
+             and all(v is None or isinstance(v, (str, bool)) or is_literal_number(v) for v in spec["values"]),
              "values must be a non-empty list of strings, numbers or booleans")
         c.values = spec["values"]
     elif kind == "regex":
@@ -683,7 +691,7 @@ def parse_check(spec, index):
                 need(is_number(spec[key]) and spec[key] >= 0, f"{key} must be a number >= 0")
                 setattr(c, key, spec[key])
         c.lookback = spec.get("lookback", 5)
-        need(is_count(c.lookback, 1), "lookback must be a whole number >= 1")
+        need(is_count(c.lookback, 1) and c.lookback <= MAX_LOOKBACK, f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
     elif kind == "relationship":
         c.columns = names("columns", "column")
         c.to_columns = names("to_columns", "to_column") if {"to_columns", "to_column"} & spec.keys() \
@@ -699,7 +707,7 @@ def parse_check(spec, index):
         c.stat, c.column = (stat, column) if column else ("row_count", None)
         need(c.stat != "quantile", "metric: use median (quantile needs q)")
         c.lookback = spec.get("lookback", 10)
-        need(is_count(c.lookback, 1), "lookback must be a whole number >= 1")
+        need(is_count(c.lookback, 1) and c.lookback <= MAX_LOOKBACK, f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
         c.min_history = spec.get("min_history", 3)
         need(is_count(c.min_history, 1), "min_history must be a whole number >= 1")
         c.max_deviations = spec.get("max_deviations", 3.0)
@@ -1056,7 +1064,10 @@ def _tokenize(text):
         if kind == "number":
             if not re.fullmatch(r"\d+(\.\d+)?", raw):
                 raise _error(token(kind, pos, m.end()), f"bad number {raw!r}")
-            tokens.append(token(kind, pos, m.end(), float(raw) if "." in raw else int(raw)))
+            value = float(raw) if "." in raw else int(raw)
+            if not is_literal_number(value):
+                raise _error(token(kind, pos, m.end()), f"number out of range {raw[:24]!r}")
+            tokens.append(token(kind, pos, m.end(), value))
         elif kind == "string":   # value unescaped; .text keeps the raw form for regex patterns
             tokens.append(token(kind, pos, m.end(), re.sub(r'\\(["\\])', r"\1", raw[1:-1])))
         elif kind in ("word", "op"):
@@ -1068,6 +1079,7 @@ def _tokenize(text):
 
 _KEYWORDS = {"between", "not", "in", "matches", "with", "where", "and", "or", "of", "null", "empty",
              "whitespaces_only", "now", "labels"}
+MAX_NOW_OFFSET = 100_000  # (now() - N days): N beyond this overflows Spark's timestamps in hours
 _UNITS = {"minute": "MINUTES", "minutes": "MINUTES", "hour": "HOURS", "hours": "HOURS",
           "day": "DAYS", "days": "DAYS"}
 _ALL_RULE_TYPES = {  # every DQDL rule type, so a missing comma before one is reported as such
@@ -1255,9 +1267,9 @@ class _Parser:
                 self.expect(text)
             sign, amount, unit = self.take(), self.take(), self.take()
             if sign.text not in ("+", "-") or not isinstance(amount.value, int) \
-                    or unit.text not in _UNITS:
+                    or amount.value > MAX_NOW_OFFSET or unit.text not in _UNITS:
                 raise _error(sign, "expected (now() + or - a whole number of days, hours "
-                                   "or minutes)")
+                                   f"or minutes, at most {MAX_NOW_OFFSET})")
             self.expect(")")
             val = _Val("now", f"(current_timestamp() {sign.text} INTERVAL {amount.value} "
                              f"{_UNITS[unit.text]})", tok)
@@ -1296,7 +1308,7 @@ def _lit(value):
 
 def dqdl_number(value):
     """A number as text without exponent (DQDL has none; Spark reads either)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_number(value):
         raise ValueError(f"not a finite number: {value!r}")
     return str(value) if isinstance(value, int) else format(Decimal(repr(value)), "f")
 
@@ -1742,6 +1754,9 @@ def create_session(p):
             spark.conf.set(key, value)
     check_catalog_is_safe(p.catalog, spark.conf.get(f"{prefix}.type", None),
                           spark.conf.get(f"{prefix}.warehouse", None))
+    # MIN/MAX from rows, not from file bounds (which leave NaN out): for every Iceberg read of the
+    # run, a sql check's named tables too
+    spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", "false")
     if (spark.conf.get(f"{prefix}.cache-enabled", "true") or "true").lower() != "false":
         log.warning("catalog %s caches tables, but the guard and exactly-once need fresh metadata: "
                     "set %s.cache-enabled=false (on Glue: in --conf)", p.catalog, prefix)

@@ -4,6 +4,8 @@ import statistics
 
 import pytest
 
+import wap_etl
+
 ROWS = [
     {"id": 1, "carrier": "AA", "amount": 10.0, "status": "paid", "code": "x"},
     {"id": 2, "carrier": "UA", "amount": 20.0, "status": "paid", "code": "yy"},
@@ -324,3 +326,8 @@ def test_anomaly_ignores_runs_that_did_not_publish(wap):
 def test_anomaly_bad_metric_exits_2(wap):
     code, report = wap.run(ROWS, checks=[dict(ANOMALY, metric="average:amount")])
     assert code == 2 and "metric" in report.error and not wap.exists()
+
+
+def test_a_stat_bound_may_exceed_a_64_bit_long_since_it_is_compared_in_python():
+    [c] = wap_etl.parse_checks([{"check": "stat", "column": "amount", "stat": "sum", "max": 10 ** 19}])
+    assert c.max == 10 ** 19

@@ -399,6 +399,12 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
      "DQDL line 1, column 26: unexpected 'Analyzers' after the closing ']'"),
     ('Rules = [ RowCount > 0 ] ~',
      "DQDL line 1, column 26: unexpected character '~'"),
+    ('Rules = [ RowCount > ' + "9" * 400 + '.5 ]',
+     "DQDL line 1, column 22: number out of range"),
+    ('Rules = [ ColumnValues "x" between 1 and ' + "9" * 20 + ' ]',
+     "DQDL line 1, column 42: number out of range"),
+    ('Rules = [ ColumnValues "t" > (now() - 200000 days) ]',
+     "DQDL line 1, column 37: expected (now() + or - a whole number of days, hours or minutes, at most"),
 ]
 
 

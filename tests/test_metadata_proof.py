@@ -133,6 +133,15 @@ def test_a_max_over_a_file_holding_nan_is_nan_not_the_files_upper_bound(wap, spa
     assert code == 3 and report.checks[1]["detail"] and "NaN" in report.checks[1]["detail"], report.checks[1]
 
 
+def test_a_sql_check_over_a_named_table_sees_its_nan(wap, spark):
+    spark.sql(f"CREATE TABLE local.{wap.ns}.prices (x double) USING iceberg")
+    spark.createDataFrame([(1.0,), (float("nan"),), (5.0,)], "x double").coalesce(1) \
+        .writeTo(f"local.{wap.ns}.prices").append()
+    code, report = wap.run([{"id": 1}], checks=[
+        {"check": "sql", "query": f"SELECT max(x) FROM local.{wap.ns}.prices", "max": 1000}])
+    assert code == 3 and "NaN" in (report.checks[0]["detail"] or ""), report.checks[0]
+
+
 def test_a_nan_key_already_on_main_is_a_duplicate(wap, spark):
     unique = [{"check": "unique", "columns": ["k"]}]
     first, second = str(wap.tmp / "in" / "a.parquet"), str(wap.tmp / "in" / "b.parquet")
