@@ -49,6 +49,7 @@ def spark(warehouse):
 def records_read(spark, action, group="measured"):
     """Run action(); return (its result, the records its Spark jobs read from files), from Spark's
     own status store (what the UI shows as a stage's input)."""
+    group = f"{group}-{next(_counter)}"  # the tracker remembers a group's jobs for the whole session
     sc = spark.sparkContext
     sc.setJobGroup(group, group)
     try:

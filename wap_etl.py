@@ -3041,8 +3041,7 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
 
 def pushed_violation(c, dtype):
     """An accepted_values check's violation as a filter Iceberg can test against each Parquet row
-    group's dictionary (`value NOT IN (...)`), or None. Ranges stay with the manifests and the scan:
-    a row group's bounds rarely prove more than its file's."""
+    group's dictionary (`value NOT IN (...)`), or None."""
     from pyspark.sql import types as T
     if c.where or c.action == "drop" or c.check != "accepted_values":
         return None
@@ -3055,30 +3054,72 @@ def pushed_violation(c, dtype):
     return None
 
 
+EXACT_IN_ICEBERG = ("IntegralType", "DecimalType", "DateType", "TimestampType", "TimestampNTZType",
+                    "BooleanType")  # Spark and Iceberg order these alike (not NaN, not strings)
+
+
+def violated_expression(spark, staged_df, c):
+    """An expression check's violation (NOT expr), if Iceberg can evaluate all of it against file
+    and row-group bounds: Spark must translate it to a data source predicate and Iceberg must
+    convert that, over columns both order alike. Else None, and the scan decides."""
+    from pyspark.sql import functions as F, types as T
+    if c.check != "expression" or c.where or c.action == "drop":
+        return None
+    violation = ~F.expr(c.expr)
+    types = {f.name: f.dataType for f in staged_df.schema.fields}
+    if not all(isinstance(types[name], tuple(getattr(T, k) for k in EXACT_IN_ICEBERG))
+               for name in referenced_columns(staged_df, [violation])):
+        return None
+    node = staged_df.filter(violation)._jdf.queryExecution().optimizedPlan()
+    while node.nodeName() != "Filter" and node.children().size() > 0:
+        node = node.children().apply(0)
+    if node.nodeName() != "Filter":
+        return None
+    jvm = spark.sparkContext._jvm
+    strategy = jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy$").getField("MODULE$").get(None)
+    predicate = strategy.translateFilterV2(node.condition())
+    if not predicate.isDefined() or jvm.org.apache.iceberg.spark.SparkV2Filters.convert(predicate.get()) is None:
+        return None
+    return violation
+
+
 def prove_by_pushdown(staged_df, checks, proof):
     """The accepted_values checks the manifests could not decide (a string column of several
     values, say), counted exactly in one filtered read: the filter is "any of them is violated",
     so Iceberg skips every row group whose dictionaries hold no value outside the lists, and
     Spark counts each check's violations in the rows left. Only columns the manifests show
     without NULLs take part: Iceberg's dictionary test gives up on a row group holding a NULL.
-    A clean batch reads no data page (unless a column outgrew its dictionary). Returns
-    {check name: failing rows}."""
+    A clean batch reads no data page (unless a column outgrew its dictionary).
+    `expression` checks Iceberg can evaluate whole are counted the same way in a second read,
+    pruned by the files' and row groups' bounds (kept apart: one filter is tested against the
+    bounds and against the dictionaries as a whole, so mixing them would prune less).
+    Returns {check name: failing rows}."""
     from pyspark.sql import functions as F
+    spark = staged_df.sparkSession
     types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
-    violations = {}
+    by_dictionary, by_bounds = {}, {}
     for c in checks:
-        if c.name not in proof.proven and c.name in proof.null_free:
+        if c.name in proof.proven:
+            continue
+        if c.check == "accepted_values" and c.name in proof.null_free:
             v = pushed_violation(c, types.get(c.column.lower()))
             if v is not None:
-                violations[c.name] = v
-    if not violations:
-        return {}
-    any_violation = functools.reduce(lambda a, b: a | b, violations.values())
-    names = {name: f"v{i}" for i, name in enumerate(violations)}
-    row = staged_df.filter(any_violation).agg(
-        *[F.sum(F.coalesce(v, F.lit(False)).cast("long")).alias(names[name])
-          for name, v in violations.items()]).first()
-    return {name: row[names[name]] or 0 for name in violations}
+                by_dictionary[c.name] = v
+        elif c.check == "expression":
+            v = violated_expression(spark, staged_df, c)
+            if v is not None:
+                by_bounds[c.name] = v
+    counts = {}
+    for violations in (by_dictionary, by_bounds):
+        if violations:
+            any_violation = functools.reduce(lambda a, b: a | b, violations.values())
+            names = {name: f"v{i}" for i, name in enumerate(violations)}
+            row = staged_df.filter(any_violation).agg(
+                *[F.sum(F.coalesce(v, F.lit(False)).cast("long")).alias(names[name])
+                  for name, v in violations.items()]).first()
+            counts.update({name: row[names[name]] or 0 for name in violations})
+    return counts
 
 
 def values_cover(c, lower, upper, dtype):

@@ -152,6 +152,36 @@ def test_a_nan_key_already_on_main_is_a_duplicate(wap, spark):
     assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks[0]
 
 
+QTY_ROWS = [{"id": i, "qty": 1 + i % 9, "x": float(i)} for i in range(300)]
+
+
+def test_an_expression_iceberg_can_evaluate_is_decided_by_bounds_without_reading_rows(wap, spark, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    read = audit_reading(spark, monkeypatch)
+    code, report = wap.run(QTY_ROWS, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
+    assert code == 0 and report.checks[0]["decided_by"] == "pushdown", report.checks
+    files = spark.sql(f"SELECT count(*) FROM {wap.sql}.files").first()[0]
+    assert files == 3 and read[0][1] <= files, "only manifest entries were read, no data row"
+
+
+def test_an_expression_violated_in_one_file_is_counted_exactly_from_that_file(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    rows = [dict(r) for r in QTY_ROWS]
+    rows[150]["qty"], rows[151]["qty"] = 0, 12
+    code, report = wap.run(rows, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
+    result = report.checks[0]
+    assert code == 3 and result["failing_rows"] == 2 and result["decided_by"] == "pushdown"
+    assert sorted(r["id"] for r in result["sample"]) == [150, 151]
+
+
+def test_expressions_iceberg_cannot_evaluate_alike_are_scanned(wap):
+    checks = [{"check": "expression", "expr": "qty < id + 1000", "name": "two_columns"},
+              {"check": "expression", "expr": "x >= 0", "name": "floating_point"},
+              {"check": "expression", "expr": "qty * 2 < 100", "name": "arithmetic"}]
+    code, report = wap.run(QTY_ROWS, checks=checks)
+    assert code == 0 and [c["decided_by"] for c in report.checks] == ["scan", "scan", "scan"]
+
+
 @pytest.mark.parametrize("case", ["NaN above the range", "NaN with only a lower bound", "NULL",
                                   "all NULL", "truncated string bounds", "metrics mode none"])
 def test_what_metadata_cannot_decide_falls_back_to_a_scan(wap, spark, case):
@@ -203,6 +233,9 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
             {"check": "accepted_values", "column": "k", "values": [1, 2, 3, 5, 9], "allow_null": False},
             {"check": "accepted_values", "column": "s", "values": ["new", "paid", "x" * 20]},
             {"check": "accepted_values", "column": "s", "values": ["new", "paid", None], "allow_null": False},
+            {"check": "expression", "expr": f"k IS NULL OR k <= {rng.choice([3, 7, 9])}"},
+            {"check": "expression", "expr": "d >= DATE'2024-06-03' AND d < DATE'2024-06-27'"},
+            {"check": "expression", "expr": f"x < {high}"},
             {"check": "row_count", "min": 5}])
         df = spark.createDataFrame(rows, "id int, x double, d string, k int, s string").selectExpr(
             "id", "x", "to_date(d) AS d", "k", "s")
