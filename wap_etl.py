@@ -3070,18 +3070,35 @@ def violated_expression(spark, staged_df, c):
     if not all(isinstance(types[name], tuple(getattr(T, k) for k in EXACT_IN_ICEBERG))
                for name in referenced_columns(staged_df, [violation])):
         return None
-    node = staged_df.filter(violation)._jdf.queryExecution().optimizedPlan()
-    while node.nodeName() != "Filter" and node.children().size() > 0:
-        node = node.children().apply(0)
-    if node.nodeName() != "Filter":
+    try:  # Spark's and Iceberg's own translators; anything they cannot do is left to the scan
+        node = staged_df.filter(violation)._jdf.queryExecution().optimizedPlan()
+        while node.nodeName() != "Filter" and node.children().size() > 0:
+            node = node.children().apply(0)
+        if node.nodeName() != "Filter":
+            return None
+        jvm = spark.sparkContext._jvm
+        strategy = jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy$").getField("MODULE$").get(None)
+        predicate = strategy.translateFilterV2(node.condition())
+        converted = (jvm.org.apache.iceberg.spark.SparkV2Filters.convert(predicate.get())
+                     if predicate.isDefined() else None)
+        pushable = converted is not None and bounds_can_rule_out(
+            jvm.org.apache.iceberg.expressions.Expressions.rewriteNot(converted))
+    except Exception as e:
+        log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
         return None
-    jvm = spark.sparkContext._jvm
-    strategy = jvm.java.lang.Class.forName(
-        "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy$").getField("MODULE$").get(None)
-    predicate = strategy.translateFilterV2(node.condition())
-    if not predicate.isDefined() or jvm.org.apache.iceberg.spark.SparkV2Filters.convert(predicate.get()) is None:
-        return None
-    return violation
+    return violation if pushable else None
+
+
+def bounds_can_rule_out(expression):
+    """True if a file's lower and upper bounds can show that no row meets this Iceberg expression:
+    a range or equality test can, a `!=`, `NOT IN` or NOT NULL test cannot (Iceberg reads the file)."""
+    op = expression.op().toString()
+    if op == "AND":
+        return bounds_can_rule_out(expression.left()) or bounds_can_rule_out(expression.right())
+    if op == "OR":
+        return bounds_can_rule_out(expression.left()) and bounds_can_rule_out(expression.right())
+    return op in ("FALSE", "IS_NULL", "LT", "LT_EQ", "GT", "GT_EQ", "EQ", "IN", "STARTS_WITH")
 
 
 def prove_by_pushdown(staged_df, checks, proof):

@@ -177,9 +177,11 @@ def test_an_expression_violated_in_one_file_is_counted_exactly_from_that_file(wa
 def test_expressions_iceberg_cannot_evaluate_alike_are_scanned(wap):
     checks = [{"check": "expression", "expr": "qty < id + 1000", "name": "two_columns"},
               {"check": "expression", "expr": "x >= 0", "name": "floating_point"},
-              {"check": "expression", "expr": "qty * 2 < 100", "name": "arithmetic"}]
+              {"check": "expression", "expr": "qty * 2 < 100", "name": "arithmetic"},
+              {"check": "expression", "expr": "qty > 1 OR qty LIKE '1%'", "name": "number_as_text"},
+              {"check": "expression", "expr": "qty IN (1, 2, 3, 4, 5, 6, 7, 8, 9)", "name": "bounds_cannot_rule_out"}]
     code, report = wap.run(QTY_ROWS, checks=checks)
-    assert code == 0 and [c["decided_by"] for c in report.checks] == ["scan", "scan", "scan"]
+    assert code == 0 and [c["decided_by"] for c in report.checks] == ["scan"] * 5, report.checks
 
 
 @pytest.mark.parametrize("case", ["NaN above the range", "NaN with only a lower bound", "NULL",
