@@ -641,6 +641,12 @@ def parse_check(spec, index):
                 need(isinstance(spec[flag], bool), f"{flag} must be true or false")
                 setattr(c, flag, spec[flag])
 
+    def lookback(default):
+        value = spec.get("lookback", default)
+        need(is_count(value, 1) and value <= MAX_LOOKBACK,
+             f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
+        return value
+
     action = spec.get("action", "fail")
     need(action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     need(action != "drop" or kind in ROW_CHECKS,
@@ -690,8 +696,7 @@ def parse_check(spec, index):
             if key in spec:
                 need(is_number(spec[key]) and spec[key] >= 0, f"{key} must be a number >= 0")
                 setattr(c, key, spec[key])
-        c.lookback = spec.get("lookback", 5)
-        need(is_count(c.lookback, 1) and c.lookback <= MAX_LOOKBACK, f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
+        c.lookback = lookback(5)
     elif kind == "relationship":
         c.columns = names("columns", "column")
         c.to_columns = names("to_columns", "to_column") if {"to_columns", "to_column"} & spec.keys() \
@@ -706,8 +711,7 @@ def parse_check(spec, index):
              f"metric must be row_count or <stat>:<column> with a stat of {', '.join(STATS)}")
         c.stat, c.column = (stat, column) if column else ("row_count", None)
         need(c.stat != "quantile", "metric: use median (quantile needs q)")
-        c.lookback = spec.get("lookback", 10)
-        need(is_count(c.lookback, 1) and c.lookback <= MAX_LOOKBACK, f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
+        c.lookback = lookback(10)
         c.min_history = spec.get("min_history", 3)
         need(is_count(c.min_history, 1), "min_history must be a whole number >= 1")
         c.max_deviations = spec.get("max_deviations", 3.0)
@@ -1754,8 +1758,8 @@ def create_session(p):
             spark.conf.set(key, value)
     check_catalog_is_safe(p.catalog, spark.conf.get(f"{prefix}.type", None),
                           spark.conf.get(f"{prefix}.warehouse", None))
-    # MIN/MAX from rows, not from file bounds (which leave NaN out): for every Iceberg read of the
-    # run, a sql check's named tables too
+    # Every Iceberg read of the run (the audit's, a sql check's named tables) computes MIN/MAX from
+    # rows: file bounds leave NaN out, so a double column holding NaN would report its largest number
     spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", "false")
     if (spark.conf.get(f"{prefix}.cache-enabled", "true") or "true").lower() != "false":
         log.warning("catalog %s caches tables, but the guard and exactly-once need fresh metadata: "
@@ -2710,14 +2714,8 @@ def outside_range(c):
     return parts[0] if len(parts) == 1 else parts[0] | parts[1]
 
 
-def iceberg_read(spark):
-    """A reader whose aggregates are computed from the rows: Iceberg would answer MIN/MAX from file
-    bounds, which leave NaN out (a double column holding NaN would report its largest number)."""
-    return spark.read.format("iceberg").option("aggregate-push-down-enabled", "false")
-
-
 def read_snapshot(spark, t, snapshot_id):
-    return iceberg_read(spark).option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}")
+    return spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}")
 
 
 def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None):
@@ -2729,7 +2727,7 @@ def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None):
     if mode == "append":
         if parent is None:
             return read_snapshot(spark, t, staged)
-        return (iceberg_read(spark).option("start-snapshot-id", parent)
+        return (spark.read.format("iceberg").option("start-snapshot-id", parent)
                 .option("end-snapshot-id", staged).load(f"{t.catalog}.{t.ident}"))
     rows = read_snapshot(spark, t, staged)
     if mode == "overwrite_partitions":
