@@ -2121,6 +2121,11 @@ class Ledger:
         self.spark, self.ref, self.table = spark, ref, table  # `table`: catalog.namespace.name
         self._published = None
 
+    @classmethod
+    def of(cls, spark, p):
+        """The ledger of the job's table."""
+        return cls(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
+
     def runs(self):
         """This table's rows: a ledger may be shared by several tables (--runs_table)."""
         from pyspark.sql import functions as F
@@ -2171,12 +2176,20 @@ class Ledger:
 
     def backfill(self, marks):
         """Publishes that reached main but not the ledger (its write failed after the publish):
-        recorded from the snapshots' summaries, so exactly-once and history stay whole."""
-        runs = {r.run_id for r in self.published()}
-        snapshots = {r.snapshot_id for r in self.published()}
+        recorded from the snapshots' summaries, so exactly-once and history stay whole. What the
+        run read of the ledger at its start only narrows the search: a publish it lacks is looked
+        up again in the ledger as it is now."""
         cutoff = (time.time() - BACKFILL_GRACE_SECONDS) * 1000
-        rows = [ledger_row_of_snapshot(m, self.table) for m in marks if m.batch_id is not None
-                and m.timestamp_ms < cutoff and m.run_id not in runs and m.snapshot_id not in snapshots]
+
+        def missing():
+            runs = {r.run_id for r in self.published()}
+            snapshots = {r.snapshot_id for r in self.published()}
+            return [ledger_row_of_snapshot(m, self.table) for m in marks if m.batch_id is not None
+                    and m.timestamp_ms < cutoff and m.run_id not in runs and m.snapshot_id not in snapshots]
+        rows = missing()
+        if rows:
+            self.forget()
+            rows = missing()
         if rows:
             log.warning("run ledger: backfilling %d published run(s) missing from %s.%s",
                         len(rows), self.ref.catalog, self.ref.ident)
@@ -2969,6 +2982,9 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
     counts, an all-NULL file, a column past the metrics limit), leaves the check to the scan.
     Returns a Proof."""
     from pyspark.sql import functions as F, types as T
+    if not unique_checks and not any(c.check in PROVABLE and c.action != "drop" for c in checks):
+        summary = snapshot_info(spark, t, snapshot_id)["summary"]  # the row count is all there is
+        return Proof(total=int(summary.get("added-records", 0)))
     entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id)
                .load(f"{t.catalog}.{t.ident}.entries")
                .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)))
@@ -3614,20 +3630,21 @@ def ledger_row(report):
             "error": report.error}
 
 
-def record_run(report, p):
+def record_run(report, p, ledger=None, history=None):
     """Append the run to the ledger. Bad input writes nothing new: its row is recorded only in a
-    ledger that already exists."""
+    ledger that already exists. `ledger` and `history`: what the run has read of them already."""
     from pyspark.sql import SparkSession
     spark = SparkSession.getActiveSession()
     if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
         return  # the run ended before it had a session with the catalog
-    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
+    ledger = ledger or Ledger.of(spark, p)
     if report.exit_code == EXIT_BAD_INPUT and not ledger.exists():
         return
     t = TableRef(p.catalog, p.namespace, p.table_name)
     if table_exists(spark, t):
         table = iceberg_table(spark, t)
-        ledger.backfill(list(History().walk(table, ref_id(table, "main"))))
+        ledger.backfill([m for m in (history or History()).walk(table, ref_id(table, "main"))
+                         if m.run_id != report.run_id])  # this run's own row follows
     ledger.record([ledger_row(report)])
 
 
@@ -3676,7 +3693,7 @@ def run_history(report, p):
     try:
         from pyspark.sql import SparkSession
         spark = SparkSession.getActiveSession()
-        ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
+        ledger = Ledger.of(spark, p)
         history = [ledger_dict(r) for r in reversed(ledger.recent(HISTORY_RUNS))]
     except Exception as e:  # no session, no ledger yet: the page shows this run alone
         log.info("run history unavailable: %s", first_line(e))
@@ -3983,7 +4000,7 @@ def render_status_html(status, history):
     return _page(f'Status: {status.get("table")}', "".join(body))
 
 
-def finish(report, p):
+def finish(report, p, ledger=None, history=None):
     """Log the report, then tell the outside world. The data is safe by now: a side channel that
     fails (no permission, endpoint down, timeout) is a warning, never a change of outcome."""
     report.finished_at = datetime.now(timezone.utc).isoformat()
@@ -3994,7 +4011,7 @@ def finish(report, p):
         return
     alert = report.status in p.alert_on
     channels = [
-        ("run ledger", True, lambda: record_run(report, p)),
+        ("run ledger", True, lambda: record_run(report, p, ledger, history)),
         ("report", p.report_path and report.status is not Status.ALREADY_PUBLISHED,
          lambda: log.info("report written to %s", write_report(report, p))),
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
@@ -4126,7 +4143,7 @@ def table_status(spark, p):
                 "age_hours": (now - s["committed_at"]).total_seconds() / 3600 if s else None,
                 "rows_staged": summary.get("added-records"), "batch_id": summary.get(BATCH_PROPERTY),
                 "run_id": summary.get(RUN_PROPERTY)})
-    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), status["table"])
+    ledger = Ledger.of(spark, p)
     return status, [ledger_dict(r) for r in reversed(ledger.recent(HISTORY_RUNS))]
 
 
@@ -4180,7 +4197,7 @@ def suggest_checks(spark, p):
     """--suggest_checks: profile the batch as the job would read and transform it, and return a
     check list that passes on it (JSON, or DQDL with --suggest_format dqdl). Writes nothing."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
-    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
+    ledger = Ledger.of(spark, p)
     paths = select_source_files(spark, p, t, ledger, History())
     if not paths:
         raise bad_input(f"--source_path: no new file under {p.source_path} to profile")
@@ -4266,8 +4283,7 @@ def run(argv=None):
     """Run the job; return (exit code, report). Never raises."""
     argv = sys.argv[1:] if argv is None else list(argv)
     report = RunReport(started_at=datetime.now(timezone.utc).isoformat())
-    p = None
-    glue_job = None
+    p = glue_job = ledger = history = None
     try:
         p = parse_params(argv)
         report.table, report.mode = f"{p.catalog}.{p.table}", p.mode
@@ -4282,7 +4298,10 @@ def run(argv=None):
                 cleanup_branches(spark, p)
             return EXIT_OK, None
         checks = parse_checks(p.checks)
-        code, glue_job = run_batch(p, checks, report)
+        with timed(report, "session"):
+            spark, glue_job = create_session(p)
+        ledger, history = Ledger.of(spark, p), History()
+        code = run_batch(spark, p, checks, report, ledger, history)
     except WapError as e:
         report.status, report.error, code = Status.ERROR, str(e), e.code
         log.error("wap_etl: error: %s", e)
@@ -4298,29 +4317,25 @@ def run(argv=None):
         except Exception:
             pass
     report.exit_code = code
-    finish(report, p)
+    finish(report, p, ledger, history)
     if glue_job is not None and code == EXIT_OK:
         glue_job.commit()
     return code, report
 
 
-def run_batch(p, checks, report):
+def run_batch(spark, p, checks, report, ledger, history):
     """Read the batch; a read that fails on malformed data, whenever it surfaces, is bad input."""
-    with timed(report, "session"):
-        spark, glue_job = create_session(p)
     t = TableRef(p.catalog, p.namespace, p.table_name)
-    ledger = Ledger(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
-    history = History()
     with timed(report, "read"):
         paths = select_source_files(spark, p, t, ledger, history)
         if not paths:
             log.info("--source_files new: no file under %s is new; nothing to publish", p.source_path)
             report.status = Status.NOTHING_TO_PUBLISH
-            return EXIT_OK, glue_job
+            return EXIT_OK
         source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None,
                              paths)
     try:
-        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths), glue_job
+        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths)
     except Exception as e:
         raise explain_read_failure(spark, p, source, paths, e) from None
 

@@ -238,6 +238,17 @@ def test_publish_missing_from_the_ledger_is_backfilled(wap, spark, monkeypatch):
     assert by_run[first.run_id]["rows_written"] == 5
 
 
+def test_a_run_reads_the_ledger_once_when_no_publish_is_missing_from_it(wap, monkeypatch):
+    assert wap.run(ROWS, checks=[])[0] == 0
+    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)  # the first publish is looked for
+    reads, real = [], wap_etl.Ledger.runs
+    monkeypatch.setattr(wap_etl.Ledger, "runs", lambda self: reads.append(1) or real(self))
+    code, report = wap.run([{"id": 6, "amount": 6.0}], checks=[], report_path=None)
+    assert code == 0 and report.status == "published"
+    assert len(reads) == 1, "the closing backfill used what the run had read"
+    assert len({r["run_id"] for r in ledger(wap)}) == 2
+
+
 def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
     from conftest import write_csv
     folder = tmp_path / "incoming"

@@ -107,6 +107,15 @@ def test_value_checks_the_manifests_cannot_decide_are_decided_by_row_group_dicti
     assert files == 3 and read[0][1] <= files, "only manifest entries were read, no data row"
 
 
+def test_a_row_count_alone_is_read_from_the_snapshot_summary_not_the_manifests(wap, spark, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    read = audit_reading(spark, monkeypatch)
+    code, report = wap.run([{"id": i} for i in range(300)], checks=[{"check": "row_count", "min": 300}])
+    assert code == 0 and report.rows_written == 300 and report.checks[0]["observed"] == 300
+    assert report.checks[0]["decided_by"] == "metadata"
+    assert read[0][1] == 0, "neither a manifest entry nor a data row was read"
+
+
 @pytest.mark.parametrize("bad, decided_by", [({"status": "lost"}, "pushdown"), ({"k": 4}, "pushdown"),
                                              ({"k": None}, "scan")])
 def test_a_value_no_row_group_dictionary_clears_is_found_and_counted_exactly(wap, monkeypatch, bad,
