@@ -2995,16 +2995,18 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
         return F.col("readable_metrics").getField(metric_names[column.lower()]).getField(key)
 
     def unproven(condition):  # files where the check could fail, or the metric is missing
-        return F.sum(F.coalesce(condition, F.lit(True)).cast("long"))
+        return F.coalesce(condition, F.lit(True)).cast("long"), sum
 
-    aggs, decided = [F.count(F.lit(1)).alias("files"), F.sum("data_file.record_count").alias("records")], []
+    # Per file: (a value, how the files' values combine). A file's row each, summed up here: the
+    # added files are few, and a Spark aggregate would cost a second job.
+    per_file, decided = {"records": (F.col("data_file.record_count"), sum)}, []
     for i, c in enumerate(checks):
         if (c.check not in PROVABLE or c.action == "drop" or c.column.lower() not in metric_names
                 or (c.where and c.check == "freshness")):  # a where-clause's newest value is not a bound
             continue
         lower, upper = metric(c.column, "lower_bound"), metric(c.column, "upper_bound")
         if c.check == "not_null":
-            aggs.append(unproven(metric(c.column, "null_value_count") > 0).alias(f"u{i}"))
+            per_file[f"u{i}"] = unproven(metric(c.column, "null_value_count") > 0)
         elif c.check == "between":
             nan = (metric(c.column, "nan_value_count") > 0
                    if isinstance(types.get(c.column.lower()), (T.FloatType, T.DoubleType)) else F.lit(False))
@@ -3015,30 +3017,34 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
             condition = nan if c.allow_null else nan | (metric(c.column, "null_value_count") > 0)
             for o in outside:
                 condition = condition | o
-            aggs.append(unproven(condition).alias(f"u{i}"))
+            per_file[f"u{i}"] = unproven(condition)
         elif c.check == "accepted_values":
-            aggs.append(unproven(metric(c.column, "null_value_count") > 0).alias(f"n{i}"))
+            per_file[f"n{i}"] = unproven(metric(c.column, "null_value_count") > 0)
             cleared = values_cover(c, lower, upper, types.get(c.column.lower()))
             if cleared is None:
                 decided.append((i, c, False))
                 continue
             nulls = (F.lit(False) if c.allow_null or None in c.values
                      else metric(c.column, "null_value_count") > 0)
-            aggs.append(unproven(~cleared | nulls).alias(f"u{i}"))
+            per_file[f"u{i}"] = unproven(~cleared | nulls)
         else:  # freshness: the newest value is the largest upper bound (dates and times are exact)
-            aggs += [unproven(upper.isNull()).alias(f"u{i}"),
-                     F.max(upper.cast("timestamp").cast("double")).alias(f"newest{i}")]
+            per_file[f"u{i}"] = unproven(upper.isNull())
+            per_file[f"newest{i}"] = upper.cast("timestamp").cast("double"), max
         decided.append((i, c, True))
     bounds_of = {}
     for c in unique_checks:
         if all(k.lower() in metric_names for k in c.columns):
             for j, k in enumerate(c.columns):
-                aggs += [F.min(metric(k, "lower_bound")).alias(key_bound(c, j, "lo")),
-                         F.max(metric(k, "upper_bound")).alias(key_bound(c, j, "hi")),
-                         unproven(metric(k, "lower_bound").isNull() | metric(k, "upper_bound").isNull()
-                                  ).alias(key_bound(c, j, "missing"))]
+                per_file[key_bound(c, j, "lo")] = metric(k, "lower_bound"), min
+                per_file[key_bound(c, j, "hi")] = metric(k, "upper_bound"), max
+                per_file[key_bound(c, j, "missing")] = unproven(
+                    metric(k, "lower_bound").isNull() | metric(k, "upper_bound").isNull())
             bounds_of[c.name] = len(c.columns)
-    row = entries.agg(*aggs).first().asDict()
+    files = entries.select(*[value.alias(name) for name, (value, _) in per_file.items()]).collect()
+    row = {}
+    for name, (_, combine) in per_file.items():  # as SQL's aggregates: NULLs left out, none is NULL
+        values = [f[name] for f in files if f[name] is not None]
+        row[name] = combine(values) if values else None
     proof = Proof(total=int(row["records"] or 0))
     for i, c, provable in decided:
         if provable and row[f"u{i}"] == 0:
