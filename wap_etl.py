@@ -378,15 +378,20 @@ def list_folder(path):
         bucket, prefix = split_s3(path)
         prefix = prefix.rstrip("/") + "/" if prefix else ""
         pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        for page in pages:
-            for obj in page.get("Contents", []):
-                parts = obj["Key"][len(prefix):].split("/")
-                if obj["Key"].endswith(("/", "_$folder$")):  # folder markers of the S3 console and Hadoop
-                    continue
-                if not any(part.startswith(("_", ".")) for part in parts):
-                    names.append(obj["Key"])
-            if len(names) >= MAX_LISTED_FILES:
-                break
+        try:
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    parts = obj["Key"][len(prefix):].split("/")
+                    if obj["Key"].endswith(("/", "_$folder$")):  # folder markers of the S3 console and Hadoop
+                        continue
+                    if not any(part.startswith(("_", ".")) for part in parts):
+                        names.append(obj["Key"])
+                if len(names) >= MAX_LISTED_FILES:
+                    break
+        except Exception as e:  # botocore's: no such bucket, access denied, no credentials, ...
+            code = (getattr(e, "response", None) or {}).get("Error", {}).get("Code")
+            raise WapError(f"--source_path: cannot list {path}: {first_line(e)}",
+                           EXIT_BAD_INPUT if code == "NoSuchBucket" else EXIT_ERROR) from None
     elif os.path.isdir(path):
         for folder, dirs, files in os.walk(path):
             dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
