@@ -3654,8 +3654,10 @@ def record_run(report, p, ledger=None, history=None):
     t = TableRef(p.catalog, p.namespace, p.table_name)
     if table_exists(spark, t):
         table = iceberg_table(spark, t)
+        ours = report.main_snapshot_after if report.status is Status.PUBLISHED else None
         ledger.backfill([m for m in (history or History()).walk(table, ref_id(table, "main"))
-                         if m.run_id != report.run_id])  # this run's own row follows
+                         if m.run_id != report.run_id and m.snapshot_id != ours])  # its row follows
+        # (a resumed run publishes a snapshot whose summary names the crashed run that staged it)
     ledger.record([ledger_row(report)])
 
 

@@ -107,10 +107,14 @@ def test_value_checks_the_manifests_cannot_decide_are_decided_by_row_group_dicti
     assert files == 3 and read[0][1] <= files, "only manifest entries were read, no data row"
 
 
-def test_a_row_count_alone_is_read_from_the_snapshot_summary_not_the_manifests(wap, spark, monkeypatch):
+@pytest.mark.parametrize("mode", ["append", "overwrite_partitions"])
+def test_a_row_count_alone_is_read_from_the_snapshot_summary_not_the_manifests(wap, spark, monkeypatch,
+                                                                               mode):
+    assert wap.run([{"id": i, "day": i % 2} for i in range(10)], checks=[], partition_by="day")[0] == 0
     monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
     read = audit_reading(spark, monkeypatch)
-    code, report = wap.run([{"id": i} for i in range(300)], checks=[{"check": "row_count", "min": 300}])
+    code, report = wap.run([{"id": i, "day": 0} for i in range(300)], mode=mode,
+                           checks=[{"check": "row_count", "min": 300, "max": 300}])
     assert code == 0 and report.rows_written == 300 and report.checks[0]["observed"] == 300
     assert report.checks[0]["decided_by"] == "metadata"
     assert read[0][1] == 0, "neither a manifest entry nor a data row was read"
