@@ -377,8 +377,8 @@ def list_folder(path):
         import boto3
         bucket, prefix = split_s3(path)
         prefix = prefix.rstrip("/") + "/" if prefix else ""
-        pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         try:
+            pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
             for page in pages:
                 for obj in page.get("Contents", []):
                     parts = obj["Key"][len(prefix):].split("/")
@@ -389,9 +389,10 @@ def list_folder(path):
                 if len(names) >= MAX_LISTED_FILES:
                     break
         except Exception as e:  # botocore's: no such bucket, access denied, no credentials, ...
-            code = (getattr(e, "response", None) or {}).get("Error", {}).get("Code")
-            raise WapError(f"--source_path: cannot list {path}: {first_line(e)}",
-                           EXIT_BAD_INPUT if code == "NoSuchBucket" else EXIT_ERROR) from None
+            code = (getattr(e, "response", None) or {}).get("Error", {}).get("Code") or type(e).__name__
+            bad = code in ("NoSuchBucket", "InvalidBucketName", "ParamValidationError")  # the path's fault
+            raise WapError(f"--source_path: cannot list {path}: {' '.join(str(e).split())[:500]}",
+                           EXIT_BAD_INPUT if bad else EXIT_ERROR) from None
     elif os.path.isdir(path):
         for folder, dirs, files in os.walk(path):
             dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
@@ -2179,26 +2180,32 @@ class Ledger:
         self.spark.createDataFrame(rows, LEDGER_COLUMNS).writeTo(self.ref.sql).append()
         self.forget()
 
-    def backfill(self, marks):
+    def backfill(self, table, marks):
         """Publishes that reached main but not the ledger (its write failed after the publish):
         recorded from the snapshots' summaries, so exactly-once and history stay whole. What the
         run read of the ledger at its start only narrows the search: a publish it lacks is looked
-        up again in the ledger as it is now."""
+        up again in the ledger as it is now. The grace runs from when a snapshot reached main (a
+        resumed run publishes one staged long before), as main's snapshot log says."""
         cutoff = (time.time() - BACKFILL_GRACE_SECONDS) * 1000
 
         def missing():
             runs = {r.run_id for r in self.published()}
             snapshots = {r.snapshot_id for r in self.published()}
-            return [ledger_row_of_snapshot(m, self.table) for m in marks if m.batch_id is not None
-                    and m.timestamp_ms < cutoff and m.run_id not in runs and m.snapshot_id not in snapshots]
-        rows = missing()
-        if rows:
+            return [m for m in marks if m.batch_id is not None and m.timestamp_ms < cutoff
+                    and m.run_id not in runs and m.snapshot_id not in snapshots]
+        found = missing()
+        if found:
             self.forget()
-            rows = missing()
-        if rows:
+            found = missing()
+        if found:
+            on_main = {}
+            for entry in table.history():
+                on_main[entry.snapshotId()] = max(entry.timestampMillis(), on_main.get(entry.snapshotId(), 0))
+            found = [m for m in found if on_main.get(m.snapshot_id, 0) < cutoff]
+        if found:
             log.warning("run ledger: backfilling %d published run(s) missing from %s.%s",
-                        len(rows), self.ref.catalog, self.ref.ident)
-            self.record(rows)
+                        len(found), self.ref.catalog, self.ref.ident)
+            self.record([ledger_row_of_snapshot(m, self.table) for m in found])
 
 
 def ledger_row_of_snapshot(mark, table):
@@ -3655,7 +3662,7 @@ def record_run(report, p, ledger=None, history=None):
     if table_exists(spark, t):
         table = iceberg_table(spark, t)
         ours = report.main_snapshot_after if report.status is Status.PUBLISHED else None
-        ledger.backfill([m for m in (history or History()).walk(table, ref_id(table, "main"))
+        ledger.backfill(table, [m for m in (history or History()).walk(table, ref_id(table, "main"))
                          if m.run_id != report.run_id and m.snapshot_id != ours])  # its row follows
         # (a resumed run publishes a snapshot whose summary names the crashed run that staged it)
     ledger.record([ledger_row(report)])

@@ -269,6 +269,51 @@ def test_a_publish_recorded_while_the_run_ran_is_not_backfilled_again(wap, spark
     assert all(r["error"] is None for r in rows), "nothing was backfilled"
 
 
+
+def crash_after_the_write(step):
+    if step == "write":
+        raise Crash("killed after the write")
+
+
+def test_a_resumed_publish_is_recorded_once_in_the_ledger(wap, monkeypatch):
+    path = wap.csv(ROWS)
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_write)
+    code, crashed = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert code == 1
+    staged = wap.refs()[crashed.branch]
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)  # the crashed run's snapshot is old
+    code, resumed = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert code == 0 and resumed.status == "published" and resumed.staged_snapshot == staged
+    assert [r["run_id"] for r in ledger(wap) if r["status"] == "published"] == [resumed.run_id]
+
+
+def test_the_backfill_grace_runs_from_when_a_resumed_snapshot_reached_main(wap, spark, monkeypatch):
+    path = wap.csv(ROWS)
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_write)
+    assert wap.run(path, checks=UNIQUE, batch_id="b1")[0] == 1
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    real = wap_etl.Ledger.record
+    monkeypatch.setattr(wap_etl.Ledger, "record", lambda self, rows: 1 / 0)
+    code, resumed = wap.run(path, checks=UNIQUE, batch_id="b1")  # published; its ledger row is lost
+    assert code == 0 and resumed.status == "published"
+    monkeypatch.setattr(wap_etl.Ledger, "record", real)
+    table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", wap.ns, "orders"))
+    marks = list(wap_etl.History().walk(table, wap_etl.ref_id(table, "main")))
+    staged_at = marks[0].timestamp_ms
+    on_main_at = max(e.timestampMillis() for e in table.history() if e.snapshotId() == marks[0].snapshot_id)
+    assert marks[0].snapshot_id == resumed.main_snapshot_after and on_main_at > staged_at + 1000
+    runs = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
+
+    def backfilled():
+        return [r for r in ledger(wap) if r["main_snapshot_after"] == resumed.main_snapshot_after]
+    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", time.time() - (staged_at + on_main_at) / 2000)
+    runs.backfill(table, marks)  # staged before the grace began, on main only since
+    assert backfilled() == []
+    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)
+    runs.backfill(table, marks)
+    assert [r["status"] for r in backfilled()] == ["published"]
+
 def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
     from conftest import write_csv
     folder = tmp_path / "incoming"

@@ -203,13 +203,14 @@ def test_s3_folder_format_is_inferred_from_its_files(s3):
     assert wap_etl.infer_format("s3://incoming/orders/2024-06-01/") == "parquet"
 
 
-def test_s3_folder_in_a_bucket_that_does_not_exist_exits_2_naming_source_path(s3):
+@pytest.mark.parametrize("path, cause", [("s3://no-such-bucket/orders/", "NoSuchBucket"),
+                                         ("s3:///orders/", "Invalid bucket name")])
+def test_s3_folder_that_cannot_exist_exits_2_naming_source_path(s3, path, cause):
     with pytest.raises(wap_etl.WapError) as e:
-        wap_etl.parse_params(["--source_path", "s3://no-such-bucket/orders/", "--table", "shop.orders"])
+        wap_etl.parse_params(["--source_path", path, "--table", "shop.orders"])
     assert e.value.code == 2
-    assert str(e.value).startswith("--source_path: cannot list s3://no-such-bucket/orders/: ")
-    assert "NoSuchBucket" in str(e.value)
-    assert "\n" not in str(e.value)
+    assert str(e.value).startswith(f"--source_path: cannot list {path}: ")
+    assert cause in str(e.value) and "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("keys, named", [
