@@ -2205,12 +2205,15 @@ class Ledger:
         if found:
             log.warning("run ledger: backfilling %d published run(s) missing from %s.%s",
                         len(found), self.ref.catalog, self.ref.ident)
-            self.record([ledger_row_of_snapshot(m, self.table) for m in found])
+            self.record([ledger_row_of_snapshot(m, self.table, on_main.get(m.snapshot_id)) for m in found])
 
 
-def ledger_row_of_snapshot(mark, table):
+def ledger_row_of_snapshot(mark, table, on_main_ms=None):
+    """A published run's row, rebuilt from its snapshot: it finished when the snapshot reached
+    main (a resumed run publishes a snapshot staged by a crashed run, whose error row is older)."""
     s = mark.summary
     at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc)
+    finished = datetime.fromtimestamp(max(mark.timestamp_ms, on_main_ms or 0) / 1000, timezone.utc)
     return {"table_name": table, "run_id": mark.run_id or f"snapshot-{mark.snapshot_id}", "batch_id": mark.batch_id,
             "status": str(Status.PUBLISHED), "exit_code": EXIT_OK, "mode": None, "branch": None,
             "main_snapshot_before": mark.parent_id, "main_snapshot_after": mark.snapshot_id,
@@ -2219,7 +2222,7 @@ def ledger_row_of_snapshot(mark, table):
             "rows_updated": None, "rows_deleted": int(s.get("deleted-records", 0)), "checks": [],
             "metrics": {}, "timings": {}, "input_fingerprint": s.get(FINGERPRINT_PROPERTY),
             "config_fingerprint": s.get(CONFIG_PROPERTY), "input_files": list(mark.input_files),
-            "started_at": at, "finished_at": at,
+            "started_at": at, "finished_at": finished,
             "error": "backfilled from the snapshot summary: the run's own ledger write failed"}
 
 

@@ -269,7 +269,6 @@ def test_a_publish_recorded_while_the_run_ran_is_not_backfilled_again(wap, spark
     assert all(r["error"] is None for r in rows), "nothing was backfilled"
 
 
-
 def crash_after_the_write(step):
     if step == "write":
         raise Crash("killed after the write")
@@ -292,6 +291,7 @@ def test_the_backfill_grace_runs_from_when_a_resumed_snapshot_reached_main(wap, 
     path = wap.csv(ROWS)
     monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_write)
     assert wap.run(path, checks=UNIQUE, batch_id="b1")[0] == 1
+    time.sleep(1.5)  # the staged snapshot is older than its publish by at least this
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
     real = wap_etl.Ledger.record
     monkeypatch.setattr(wap_etl.Ledger, "record", lambda self, rows: 1 / 0)
@@ -302,7 +302,7 @@ def test_the_backfill_grace_runs_from_when_a_resumed_snapshot_reached_main(wap, 
     marks = list(wap_etl.History().walk(table, wap_etl.ref_id(table, "main")))
     staged_at = marks[0].timestamp_ms
     on_main_at = max(e.timestampMillis() for e in table.history() if e.snapshotId() == marks[0].snapshot_id)
-    assert marks[0].snapshot_id == resumed.main_snapshot_after and on_main_at > staged_at + 1000
+    assert marks[0].snapshot_id == resumed.main_snapshot_after and on_main_at > staged_at + 1500
     runs = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
 
     def backfilled():
@@ -313,6 +313,9 @@ def test_the_backfill_grace_runs_from_when_a_resumed_snapshot_reached_main(wap, 
     monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)
     runs.backfill(table, marks)
     assert [r["status"] for r in backfilled()] == ["published"]
+    crashed = marks[0].run_id  # the run that staged the snapshot: its newest row says published
+    assert [r["status"] for r in runs.recent(10) if r["run_id"] == crashed] == ["published"]
+
 
 def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
     from conftest import write_csv
