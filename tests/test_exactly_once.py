@@ -124,14 +124,19 @@ class Crash(Exception):
     pass
 
 
+def crash_after_the_write(step):
+    if step == "write":
+        raise Crash("killed after the write")
+
+
+def ledger_write_fails(self, rows):
+    raise RuntimeError("ledger unavailable")
+
+
 def test_resume_needs_the_same_config(wap, monkeypatch):
     from pyspark.sql import functions as F
     path = wap.csv(ROWS)
-
-    def crash(step):
-        if step == "write":
-            raise Crash("killed after the write")
-    monkeypatch.setattr(wap_etl, "fault_point", crash)
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_write)
     code, first = wap.run(path, checks=UNIQUE, batch_id="b1")
     assert code == 1 and wap.ids(first.branch) == [1, 2, 3, 4, 5]
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
@@ -223,10 +228,7 @@ def test_runs_table_parameter_names_the_ledger(wap, spark):
 
 def test_publish_missing_from_the_ledger_is_backfilled(wap, spark, monkeypatch):
     real = wap_etl.Ledger.record
-
-    def broken(self, rows):
-        raise RuntimeError("ledger unavailable")
-    monkeypatch.setattr(wap_etl.Ledger, "record", broken)
+    monkeypatch.setattr(wap_etl.Ledger, "record", ledger_write_fails)
     code, first = wap.run(ROWS, checks=[])
     assert code == 0 and first.status == "published" and wap.ids() == [1, 2, 3, 4, 5]
     monkeypatch.setattr(wap_etl.Ledger, "record", real)
@@ -251,7 +253,7 @@ def test_a_run_reads_the_ledger_once_when_no_publish_is_missing_from_it(wap, mon
 
 def test_a_publish_recorded_while_the_run_ran_is_not_backfilled_again(wap, spark, monkeypatch):
     real = wap_etl.Ledger.record
-    monkeypatch.setattr(wap_etl.Ledger, "record", lambda self, rows: 1 / 0)
+    monkeypatch.setattr(wap_etl.Ledger, "record", ledger_write_fails)
     code, first = wap.run(ROWS, checks=[])  # published; its ledger row is missing
     assert code == 0 and first.status == "published"
     monkeypatch.setattr(wap_etl.Ledger, "record", real)
@@ -267,11 +269,6 @@ def test_a_publish_recorded_while_the_run_ran_is_not_backfilled_again(wap, spark
     rows = ledger(wap)
     assert sorted(r["run_id"] for r in rows) == sorted([first.run_id, second.run_id])
     assert all(r["error"] is None for r in rows), "nothing was backfilled"
-
-
-def crash_after_the_write(step):
-    if step == "write":
-        raise Crash("killed after the write")
 
 
 def test_a_resumed_publish_is_recorded_once_in_the_ledger(wap, monkeypatch):
@@ -294,7 +291,7 @@ def test_the_backfill_grace_runs_from_when_a_resumed_snapshot_reached_main(wap, 
     time.sleep(1.5)  # the staged snapshot is older than its publish by at least this
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
     real = wap_etl.Ledger.record
-    monkeypatch.setattr(wap_etl.Ledger, "record", lambda self, rows: 1 / 0)
+    monkeypatch.setattr(wap_etl.Ledger, "record", ledger_write_fails)
     code, resumed = wap.run(path, checks=UNIQUE, batch_id="b1")  # published; its ledger row is lost
     assert code == 0 and resumed.status == "published"
     monkeypatch.setattr(wap_etl.Ledger, "record", real)
