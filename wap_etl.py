@@ -86,7 +86,11 @@ BATCH_PROPERTY = "wap.batch_id"
 RUN_PROPERTY = "wap.run_id"
 FINGERPRINT_PROPERTY = "wap.input_fingerprint"
 CONFIG_PROPERTY = "wap.config_fingerprint"
-FILES_PROPERTY = "wap.input_files"  # only with --source_files new: the files it consumed
+FILES_PROPERTY = "wap.input_files"  # the files it consumed (normalized paths)
+FILE_IDS_PROPERTY = "wap.input_file_ids"  # their identities: path, size and content
+# A table property that the publish's own compare-and-swap sets: the last publish, in the very
+# commit that made it. It outlives the snapshot's expiry until the ledger holds the publish.
+PUBLISH_PROPERTY = "wap.last_publish"
 QUARANTINE_PROPERTY = "wap.quarantine_run_id"  # the run whose quarantined rows go with the snapshot
 SOURCE_SNAPSHOT_PROPERTY = "source-snapshot-id"  # Iceberg's own: what a rebased snapshot re-commits
 SOURCE_FORMATS = ("csv", "json", "parquet")
@@ -99,6 +103,7 @@ class Status(str, Enum):
     ALREADY_PUBLISHED = "already_published"
     STAGED = "staged"
     NOTHING_TO_PUBLISH = "nothing_to_publish"
+    QUARANTINED = "quarantined"  # every row dropped by a check: the input is consumed, main unchanged
     AUDIT_FAILED = "audit_failed"
     ERROR = "error"
 
@@ -153,7 +158,7 @@ PARAMS = {
     "report_path": (None, "folder or s3:// prefix for the JSON run reports"),
     "sns_topic_arn": (None, "SNS topic to alert when a run ends in one of --alert_on"),
     "slack_webhook_url": (None, "Slack incoming-webhook URL to alert the same way"),
-    "alert_on": ("audit_failed,error", "comma-separated statuses that send an alert"),
+    "alert_on": ("audit_failed,error,quarantined", "comma-separated statuses that send an alert"),
     "cloudwatch_namespace": (None, "CloudWatch namespace for the run's metrics"),
     "event_bus_name": (None, "EventBridge bus that gets a 'WAP Published' event on publish"),
     "partition_by": (None, "comma-separated partition columns, used when the table is created"),
@@ -1923,26 +1928,88 @@ def list_source_files(spark, path):
 
 def select_source_files(spark, p, t, ledger, history):
     """What to read: --source_path as given, or (--source_files new) the files under it that no
-    published run of this table consumed, by the ledger and main's history."""
+    publish still on main consumed (nor a run that quarantined every row), by main's ancestry and
+    the ledger. A rolled-back publish's files are new again."""
     if p.source_files == "all":
         return [p.source_path]
-    consumed = {f for r in ledger.published() for f in r.input_files}
-    if table_exists(spark, t):
-        table = iceberg_table(spark, t)
-        consumed.update(f for m in history.walk(table, ref_id(table, "main")) for f in m.input_files)
-    return [f for f in list_source_files(spark, p.source_path) if f not in consumed]
+    consumed = set()
+    for m in consumed_publishes(spark, t, ledger, history):
+        consumed.update(m.input_files)
+    return [f for f in list_source_files(spark, p.source_path) if normalize_path(f) not in consumed]
 
 
-def fingerprint_input(spark, p, df):
-    """Stable identity of the input: table plus each file's path, size and modification time."""
+def normalize_path(path):
+    """One spelling per file, whichever alias reached it: s3a:// and s3n:// are s3://, and a local
+    file is file:///path."""
+    for scheme in ("s3a://", "s3n://"):
+        if path.startswith(scheme):
+            return "s3://" + path[len(scheme):]
+    if path.startswith("file:") and not path.startswith("file:///"):
+        return "file:///" + path[len("file:"):].lstrip("/")
+    return path
+
+
+@dataclass
+class InputFiles:
+    """What a batch reads: its files (normalized paths), an identity per file (path, size and
+    content) and the fingerprint of them all, which names the batch when --batch_id does not."""
+    paths: list
+    ids: list
+    fingerprint: str
+
+
+def identify_input(spark, paths):
+    """Each file's identity from its path, size and content: S3's ETag, a SHA-1 of a local file's
+    bytes, else (other file systems) its modification time. Content rather than time, so an
+    identical re-upload is the same input; no catalog alias, so one table is one table."""
+    paths = sorted({normalize_path(f) for f in paths})
+    s3 = s3_etags([f for f in paths if f.startswith("s3://")])
+    lines = []
+    for path in paths:
+        size, tag = s3[path] if path in s3 else local_or_hadoop_identity(spark, path)
+        lines.append(f"{path}\t{size}\t{tag}")
+    digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
+    return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest)
+
+
+def s3_etags(paths):
+    """{s3 path: (size, ETag)}, from one listing per bucket and common prefix."""
+    found = {}
+    if not paths:
+        return found
+    import boto3
+    client = boto3.client("s3")
+    by_bucket = {}
+    for path in paths:
+        bucket, key = split_s3(path)
+        by_bucket.setdefault(bucket, []).append(key)
+    for bucket, keys in by_bucket.items():
+        prefix = os.path.commonprefix(keys)
+        prefix = prefix[:prefix.rfind("/") + 1] if len(keys) > 1 else keys[0]
+        wanted = set(keys)
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                if obj["Key"] in wanted:
+                    found[f"s3://{bucket}/{obj['Key']}"] = (obj["Size"], obj["ETag"].strip('"'))
+    return found
+
+
+def local_or_hadoop_identity(spark, path):
+    """(size, content tag) of a local file (SHA-1 of its bytes) or, elsewhere, (size, mtime)."""
+    if path.startswith("file:///"):
+        local = path[len("file://"):]
+        if not os.path.exists(local):  # Spark hands out URIs: a space is %20
+            from urllib.parse import unquote
+            local = unquote(local)
+        digest = hashlib.sha1()
+        with open(local, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                digest.update(block)
+        return os.path.getsize(local), "sha1:" + digest.hexdigest()
     jvm = spark.sparkContext._jvm
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-    digest = hashlib.sha256(f"{p.catalog}.{p.table}\n".encode())
-    for path in sorted(df.inputFiles()):
-        jpath = jvm.org.apache.hadoop.fs.Path(path)
-        status = jpath.getFileSystem(hadoop_conf).getFileStatus(jpath)
-        digest.update(f"{path}\t{status.getLen()}\t{status.getModificationTime()}\n".encode())
-    return digest.hexdigest()
+    jpath = jvm.org.apache.hadoop.fs.Path(path)
+    status = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).getFileStatus(jpath)
+    return status.getLen(), f"mtime:{status.getModificationTime()}"
 
 
 def fingerprint_config(p, checks):
@@ -1970,9 +2037,11 @@ class Batch:
     input_fingerprint: str
     config_fingerprint: str
     input_files: list
-    track_files: bool = False  # --source_files new: the snapshot records the files it consumed
+    track_files: bool = False  # --source_files new: a file is consumed by its path
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
+    file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
+    explicit_id: bool = False  # --batch_id named the batch (else it is the input's fingerprint)
 
     def __post_init__(self):
         self.quarantine_run = self.quarantine_run or self.run_id
@@ -1983,11 +2052,13 @@ class Batch:
         return f"{branch_prefix(self.batch_id)}{self.run_id[:8]}"
 
     def snapshot_properties(self):
+        """Whatever the mode, a snapshot says which files it consumed: main's history alone then
+        tells what was loaded, even before (or without) the ledger row."""
         properties = {BATCH_PROPERTY: self.batch_id, RUN_PROPERTY: self.run_id,
                       FINGERPRINT_PROPERTY: self.input_fingerprint,
-                      CONFIG_PROPERTY: self.config_fingerprint}
-        if self.track_files:
-            properties[FILES_PROPERTY] = json.dumps(self.input_files)
+                      CONFIG_PROPERTY: self.config_fingerprint,
+                      FILES_PROPERTY: json.dumps(self.input_files),
+                      FILE_IDS_PROPERTY: json.dumps(self.file_ids)}
         if self.quarantine_run != self.run_id:
             properties[QUARANTINE_PROPERTY] = self.quarantine_run
         return properties
@@ -2053,7 +2124,9 @@ def snapshot_info(spark, t, snapshot_id, table=None):
 
 @dataclass
 class Mark:
-    """What this job wrote into one snapshot's summary (nothing, for other writers' snapshots)."""
+    """What this job wrote into one snapshot's summary (nothing, for other writers' snapshots), or
+    what the ledger or the table's last-publish property remembers of a publish whose snapshot
+    expired."""
     snapshot_id: int
     parent_id: int
     timestamp_ms: int
@@ -2061,6 +2134,9 @@ class Mark:
     run_id: str = None
     input_files: tuple = ()
     summary: dict = None  # the whole summary, kept for this job's own snapshots only
+    file_ids: tuple = ()
+    input_fingerprint: str = None
+    status: str = "published"  # a ledger publish, or "quarantined": every row dropped, files consumed
 
 
 def read_mark(snapshot):
@@ -2070,8 +2146,33 @@ def read_mark(snapshot):
     if batch_id is not None:
         mark.summary = {str(k): str(v) for k, v in summary.items()}
         mark.run_id = mark.summary.get(RUN_PROPERTY)
-        mark.input_files = tuple(json.loads(mark.summary.get(FILES_PROPERTY, "[]")))
+        mark.input_files = tuple(normalize_path(f) for f in json.loads(mark.summary.get(FILES_PROPERTY, "[]")))
+        mark.file_ids = tuple(json.loads(mark.summary.get(FILE_IDS_PROPERTY, "[]")))
+        mark.input_fingerprint = mark.summary.get(FINGERPRINT_PROPERTY)
     return mark
+
+
+@dataclass
+class Ancestry:
+    """main's ancestry, newest first: from the table metadata, carried past expired snapshots by
+    this job's own records of them (the ledger, the last-publish property), since a snapshot's
+    parent never changes. `whole`: it reaches main's first snapshot, so what is not in it was never
+    on main (or was rolled back)."""
+    marks: list
+    whole: bool
+
+    @property
+    def ids(self):
+        return {m.snapshot_id for m in self.marks}
+
+    def holds(self, publish):
+        """True if the publish is on main; False if provably not (rolled back): the ancestry reaches
+        its parent, or its start, without it. Not provable either way (the ancestry ends at another
+        engine's expired snapshot first): on main, since a duplicate is worse than a reload."""
+        ids = self.ids
+        if publish.snapshot_id in ids:
+            return True
+        return not (self.whole or publish.parent_id in ids)
 
 
 class History:
@@ -2081,20 +2182,28 @@ class History:
     def __init__(self):
         self.marks = {}
 
-    def walk(self, metadata, head):
-        """Marks from `head` back to the oldest snapshot not yet expired, newest first.
-        `metadata`: a Table or TableMetadata, so a walk can use the very metadata a commit is
-        based on."""
-        snapshot_id = head
-        while snapshot_id is not None:
+    def walk(self, metadata, head, known=None):
+        """Marks from `head` back as far as the metadata (or `known`: {snapshot id: Mark} of
+        expired publishes) reaches, newest first. `metadata`: a Table or TableMetadata, so a walk
+        can use the very metadata a commit is based on."""
+        return self.ancestry(metadata, head, known).marks
+
+    def ancestry(self, metadata, head, known=None):
+        marks, snapshot_id, seen = [], head, set()
+        while snapshot_id is not None and snapshot_id not in seen:
+            seen.add(snapshot_id)
             mark = self.marks.get(snapshot_id)
             if mark is None:
                 snapshot = metadata.snapshot(snapshot_id)
-                if snapshot is None:  # expired: history ends here (the ledger remembers the rest)
-                    return
-                mark = self.marks[snapshot_id] = read_mark(snapshot)
-            yield mark
+                if snapshot is not None:
+                    mark = self.marks[snapshot_id] = read_mark(snapshot)
+                elif known and snapshot_id in known:
+                    mark = known[snapshot_id]
+                else:
+                    return Ancestry(marks, whole=False)
+            marks.append(mark)
             snapshot_id = mark.parent_id
+        return Ancestry(marks, whole=snapshot_id is None)
 
 
 # The run ledger: one row per run, so exactly-once, `volume`, `--status` and reports outlive
@@ -2107,54 +2216,84 @@ LEDGER_COLUMNS = (
     "rows_deleted bigint, checks array<struct<name: string, check: string, action: string, "
     "passed: boolean, failing_rows: bigint, observed: string>>, metrics map<string, double>, "
     "timings map<string, double>, input_fingerprint string, config_fingerprint string, "
-    "input_files array<string>, started_at timestamp, finished_at timestamp, error string")
-BACKFILL_GRACE_SECONDS = 600  # a run records itself right after its publish; wait before backfilling
-
-
-@dataclass
-class Published:
-    """A run the ledger records as published: which batch, at which snapshot, from which files."""
-    run_id: str
-    batch_id: str
-    snapshot_id: int
-    input_files: tuple
+    "input_files array<string>, started_at timestamp, finished_at timestamp, error string, "
+    "table_uuid string, input_file_ids array<string>")
+# Added since the first ledgers: a run adds them to an older ledger before its first write.
+LEDGER_ADDED_COLUMNS = {"table_uuid": "string", "input_file_ids": "array<string>"}
+CONSUMED = ("published", "quarantined")  # statuses whose input is loaded (or deliberately dropped)
 
 
 class Ledger:
-    """The run ledger table `<namespace>.<table>_wap_runs` (or --runs_table)."""
+    """The run ledger table `<namespace>.<table>_wap_runs` (or --runs_table). A table's rows are
+    found by the table's identity (Iceberg's table uuid), whatever catalog alias reached it."""
 
-    def __init__(self, spark, ref, table):
+    def __init__(self, spark, ref, table, table_uuid=None):
         self.spark, self.ref, self.table = spark, ref, table  # `table`: catalog.namespace.name
+        self.table_uuid = table_uuid
         self._published = None
+        self._columns = None
 
     @classmethod
     def of(cls, spark, p):
         """The ledger of the job's table."""
         return cls(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
 
+    def identify(self, table_uuid):
+        """The table exists now: find its rows by its uuid."""
+        if table_uuid != self.table_uuid:
+            self.table_uuid, self._published = table_uuid, None
+
+    def columns(self):
+        if self._columns is None:
+            self._columns = {f.name.lower() for f in self.spark.table(self.ref.sql).schema.fields}
+        return self._columns
+
     def runs(self):
-        """This table's rows: a ledger may be shared by several tables (--runs_table)."""
+        """This table's rows: a ledger may be shared by several tables (--runs_table). Rows from
+        before table uuids were recorded are this table's if they carry its name."""
         from pyspark.sql import functions as F
-        return self.spark.table(self.ref.sql).filter(F.col("table_name") == self.table)
+        df = self.spark.table(self.ref.sql)
+        by_name = F.col("table_name") == self.table
+        if self.table_uuid is None or "table_uuid" not in self.columns():
+            return df.filter(by_name)
+        return df.filter((F.col("table_uuid") == self.table_uuid)
+                         | (F.col("table_uuid").isNull() & by_name))
 
     def exists(self):
         return table_exists(self.spark, self.ref)
 
     def published(self):
-        """Every published run the ledger knows of, read once per run."""
+        """Every run the ledger records as having consumed its input (published, or every row
+        quarantined), as Marks, read once per run."""
         if self._published is None:
             self._published = []
             if self.exists():
-                rows = (self.runs().filter("status = 'published'")
-                        .select("run_id", "batch_id", "main_snapshot_after", "input_files").collect())
+                ids = "input_file_ids" in self.columns()
+                rows = (self.runs().filter(F_in("status", CONSUMED))
+                        .select("run_id", "batch_id", "status", "main_snapshot_before",
+                                "main_snapshot_after", "input_files", "input_fingerprint",
+                                *(["input_file_ids"] if ids else [])).collect())
                 seen = set()
-                for r in rows:  # a backfilled row and the run's own row may both exist
+                for r in rows:  # a run's own row and a row completed for it by another run
                     if r["run_id"] not in seen:
                         seen.add(r["run_id"])
-                        self._published.append(Published(r["run_id"], r["batch_id"],
-                                                          r["main_snapshot_after"],
-                                                          tuple(r["input_files"] or ())))
+                        self._published.append(Mark(
+                            r["main_snapshot_after"], r["main_snapshot_before"], 0, r["batch_id"],
+                            r["run_id"], tuple(normalize_path(f) for f in r["input_files"] or ()),
+                            file_ids=tuple((r["input_file_ids"] if ids else None) or ()),
+                            input_fingerprint=r["input_fingerprint"], status=r["status"]))
         return self._published
+
+    def known(self, metadata=None):
+        """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
+        last-publish property (set by the publish's own commit), to carry main's ancestry past
+        expired snapshots."""
+        known = {m.snapshot_id: m for m in self.published()
+                 if m.status == "published" and m.snapshot_id is not None}
+        last = last_publish(metadata) if metadata is not None else None
+        if last is not None:
+            known.setdefault(last.snapshot_id, last)
+        return known
 
     def forget(self):
         self._published = None
@@ -2172,58 +2311,81 @@ class Ledger:
                 .orderBy(F.col("finished_at").desc_nulls_last()).limit(limit).collect())
 
     def record(self, rows):
-        """Append rows; creates the ledger on first use (concurrent creators are fine)."""
+        """Append rows; creates the ledger on first use (concurrent creators are fine), and adds
+        the columns newer runs write to an older ledger."""
         if not rows:
             return
         if not self.exists():
             create_table(self.spark, self.ref, LEDGER_COLUMNS, retries=20)
+        else:
+            missing = {k: v for k, v in LEDGER_ADDED_COLUMNS.items() if k not in self.columns()}
+            if missing:
+                try:
+                    change_branch(self.spark, f"ALTER TABLE {self.ref.sql} ADD COLUMNS ("
+                                  + ", ".join(f"{quote(k)} {v}" for k, v in missing.items()) + ")")
+                except Exception as e:  # another run added them first
+                    if "already exists" not in str(e).lower():
+                        raise
+                self._columns = None
         self.spark.createDataFrame(rows, LEDGER_COLUMNS).writeTo(self.ref.sql).append()
         self.forget()
 
-    def backfill(self, table, marks):
-        """Publishes that reached main but not the ledger (its write failed after the publish):
-        recorded from the snapshots' summaries, so exactly-once and history stay whole. What the
-        run read of the ledger at its start only narrows the search: a publish it lacks is looked
-        up again in the ledger as it is now. The grace runs from when a snapshot reached main (a
-        resumed run publishes one staged long before), as main's snapshot log says."""
-        cutoff = (time.time() - BACKFILL_GRACE_SECONDS) * 1000
-
+    def complete(self, marks):
+        """Record publishes that reached main but not the ledger (the publishing run died, or its
+        ledger write failed), at once and from what main remembers of them. Idempotent: a run that
+        also records itself leaves two rows of one run, and readers take one per run."""
         def missing():
-            runs = {r.run_id for r in self.published()}
-            snapshots = {r.snapshot_id for r in self.published()}
-            return [m for m in marks if m.batch_id is not None and m.timestamp_ms < cutoff
-                    and m.run_id not in runs and m.snapshot_id not in snapshots]
+            runs = {m.run_id for m in self.published()}
+            snapshots = {m.snapshot_id for m in self.published()}
+            return [m for m in marks if m.batch_id is not None and m.run_id not in runs
+                    and m.snapshot_id not in snapshots]
+        if missing():
+            self.forget()  # another run may have recorded them since this run read the ledger
         found = missing()
         if found:
-            self.forget()
-            found = missing()
-        if found:
-            on_main = {}
-            for entry in table.history():
-                on_main[entry.snapshotId()] = max(entry.timestampMillis(), on_main.get(entry.snapshotId(), 0))
-            found = [m for m in found if on_main.get(m.snapshot_id, 0) < cutoff]
-        if found:
-            log.warning("run ledger: backfilling %d published run(s) missing from %s.%s",
-                        len(found), self.ref.catalog, self.ref.ident)
-            self.record([ledger_row_of_snapshot(m, self.table, on_main.get(m.snapshot_id)) for m in found])
+            log.warning("run ledger: recording %d publish(es) missing from %s.%s: %s", len(found),
+                        self.ref.catalog, self.ref.ident, ", ".join(f"{m.batch_id} ({m.run_id})" for m in found))
+            self.record([ledger_row_of_mark(m, self.table, self.table_uuid) for m in found])
 
 
-def ledger_row_of_snapshot(mark, table, on_main_ms=None):
-    """A published run's row, rebuilt from its snapshot: it finished when the snapshot reached
-    main (a resumed run publishes a snapshot staged by a crashed run, whose error row is older)."""
-    s = mark.summary
-    at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc)
-    finished = datetime.fromtimestamp(max(mark.timestamp_ms, on_main_ms or 0) / 1000, timezone.utc)
-    return {"table_name": table, "run_id": mark.run_id or f"snapshot-{mark.snapshot_id}", "batch_id": mark.batch_id,
-            "status": str(Status.PUBLISHED), "exit_code": EXIT_OK, "mode": None, "branch": None,
-            "main_snapshot_before": mark.parent_id, "main_snapshot_after": mark.snapshot_id,
-            "staged_snapshot": mark.snapshot_id, "rows_written": int(s.get("added-records", 0)),
-            "rows_dropped": None, "rows_inserted": int(s.get("added-records", 0)),
-            "rows_updated": None, "rows_deleted": int(s.get("deleted-records", 0)), "checks": [],
-            "metrics": {}, "timings": {}, "input_fingerprint": s.get(FINGERPRINT_PROPERTY),
-            "config_fingerprint": s.get(CONFIG_PROPERTY), "input_files": list(mark.input_files),
-            "started_at": at, "finished_at": finished,
-            "error": "backfilled from the snapshot summary: the run's own ledger write failed"}
+def F_in(column, values):
+    from pyspark.sql import functions as F
+    return F.col(column).isin(list(values))
+
+
+def last_publish(metadata):
+    """The table's last-publish property as a Mark, or None."""
+    properties = metadata.properties() if hasattr(metadata, "properties") else {}
+    text = properties.get(PUBLISH_PROPERTY)
+    if not text:
+        return None
+    try:
+        d = json.loads(str(text))
+        return Mark(int(d["snapshot_id"]), d.get("parent_id"), int(d.get("timestamp_ms") or 0),
+                    d["batch_id"], d["run_id"], tuple(d.get("input_files") or ()),
+                    file_ids=tuple(d.get("file_ids") or ()), input_fingerprint=d.get("input_fingerprint"))
+    except (ValueError, KeyError, TypeError):
+        log.warning("table property %s is not this job's: ignored", PUBLISH_PROPERTY)
+        return None
+
+
+def ledger_row_of_mark(mark, table, table_uuid=None):
+    """A published run's row, rebuilt from what main remembers of it: its snapshot's summary, or
+    the last-publish property. It finished when it reached main, as far as anyone can tell."""
+    s = mark.summary or {}
+    now = datetime.now(timezone.utc)  # after any error row of the run that staged it
+    at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc) if mark.timestamp_ms else now
+    return {"table_name": table, "run_id": mark.run_id or f"snapshot-{mark.snapshot_id}",
+            "batch_id": mark.batch_id, "status": str(Status.PUBLISHED), "exit_code": EXIT_OK,
+            "mode": None, "branch": None, "main_snapshot_before": mark.parent_id,
+            "main_snapshot_after": mark.snapshot_id, "staged_snapshot": mark.snapshot_id,
+            "rows_written": int(s.get("added-records", 0)), "rows_dropped": None,
+            "rows_inserted": int(s.get("added-records", 0)), "rows_updated": None,
+            "rows_deleted": int(s.get("deleted-records", 0)), "checks": [], "metrics": {}, "timings": {},
+            "input_fingerprint": mark.input_fingerprint, "config_fingerprint": s.get(CONFIG_PROPERTY),
+            "input_files": list(mark.input_files), "started_at": at, "finished_at": now,
+            "error": "recorded by a later run: the publishing run did not record itself",
+            "table_uuid": table_uuid, "input_file_ids": list(mark.file_ids)}
 
 
 def create_table(spark, ref, columns_ddl, partition_by=(), wap=False, retries=None, any_schema=False):
@@ -2619,18 +2781,45 @@ def guard(spark, t, batch, since_ms, branch_made=True):
         if mark.timestamp_ms < since_ms - 60_000:  # older than this run: not ours
             break
     if ours is not None and head is None and branch_made:
-        # this run's branch is gone while its snapshot is on main: another run of the batch
-        # resumed that snapshot and published it (legitimately). Nothing to undo.
-        raise WapError(f"guard: this run's staged snapshot {ours.snapshot_id} was published by "
-                       "another run of the batch meanwhile; not publishing again")
+        raise BranchGone(ours)  # published by another run, or WAP was off: the caller proves which
     if ours is not None:
-        undone = undo_write_to_main(spark, t, batch.run_id)
-        raise WapError(f"guard: this run's write reached main as snapshot {ours.snapshot_id} "
-                       "(was write.wap.enabled turned off?); "
-                       + ("it was taken off main again" if undone else
-                          "main has moved on since, so it was NOT undone: check main") + "; not publishing")
+        write_reached_main(spark, t, batch, ours)
     raise WapError(f"guard: branch {batch.branch} does not end in a snapshot of this run "
                    f"({batch.run_id}); not publishing")
+
+
+class BranchGone(Exception):
+    """The guard found this run's snapshot on main and this run's branch gone."""
+
+    def __init__(self, mark):
+        super().__init__(f"snapshot {mark.snapshot_id}")
+        self.mark = mark
+
+
+def write_reached_main(spark, t, batch, ours):
+    """This run's write went straight to main (write.wap.enabled was off, so Iceberg ignored the
+    branch): take it off again if main's head is still that snapshot, and fail the run."""
+    undone = undo_write_to_main(spark, t, batch.run_id)
+    raise WapError(f"guard: this run's write reached main as snapshot {ours.snapshot_id} "
+                   "(was write.wap.enabled turned off?); "
+                   + ("it was taken off main again" if undone else
+                      "main has moved on since, so it was NOT undone: check main") + "; not publishing")
+
+
+def settle_branch_gone(spark, t, report, batch, ledger, ours):
+    """This run's branch is gone while its snapshot is on main. Legitimate only if another run of
+    the batch resumed that snapshot and published it: its compare-and-swap then named itself in
+    the table's last-publish property, or the ledger records it. Otherwise the write reached main
+    unaudited: undone, exit 1."""
+    table = iceberg_table(spark, t)
+    ledger.forget()
+    publishers = [m for m in [last_publish(table)] + ledger.published()
+                  if m is not None and m.snapshot_id == ours.snapshot_id and m.status == "published"
+                  and m.run_id != batch.run_id]
+    if not publishers:
+        write_reached_main(spark, t, batch, ours)
+    report.rows_written = int((ours.summary or {}).get("added-records", 0))
+    return settle_already_published(spark, t, report, batch, ledger, publishers[0], ref_id(table, "main"))
 
 
 def undo_write_to_main(spark, t, run_id):
@@ -3448,6 +3637,7 @@ class Decision:
     metadata: object = None  # PUBLISH: the TableMetadata decided from, the compare-and-swap's base
     operations: object = None
     published_as: int = None  # ALREADY_PUBLISHED: the snapshot that holds the batch
+    found: object = None      # ALREADY_PUBLISHED: that publish's Mark
 
 
 class CommitConflict(Exception):
@@ -3473,11 +3663,10 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
     `staged`: the audited snapshot's snapshot_info."""
     operations = iceberg_table(spark, t).operations()
     metadata = operations.refresh()
-    ref = metadata.ref("main")
-    main = ref.snapshotId() if ref is not None else None
-    on_main = already_on_main(history.walk(metadata, main), ledger, metadata, batch)
+    main = ref_id(metadata, "main")
+    on_main = already_on_main(consumed_publishes(spark, t, ledger, history, metadata), batch)
     if on_main is not None:
-        return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main)
+        return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
     if main == staged["parent_id"]:
         return Decision(Move.PUBLISH, main, metadata, operations)
     if p.mode == "append" and main is not None:
@@ -3485,54 +3674,92 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
     return Decision(Move.RESTAGE, main)
 
 
-def already_on_main(marks, ledger, metadata, batch):
-    """The snapshot that put this batch on main, or None: from main's history, and from the
-    ledger for publishes whose snapshots have expired since (a snapshot that still exists but is
-    not on main's history was rolled back: that batch may be published again)."""
-    mine = set(batch.input_files) if batch.track_files else set()
-
-    def concerns_us(batch_id, files):
-        return batch_id == batch.batch_id or bool(mine & set(files))
-
-    marks = list(marks)
-    ancestry = {m.snapshot_id for m in marks}
-    whole = not marks or marks[-1].parent_id is None  # else the walk stopped at an expired snapshot
-    oldest = marks[-1].timestamp_ms if marks else 0
-    if not whole:
-        ledger.forget()  # expiry is under way: a publish may have left history since it was read
-
-    def still_published(snapshot_id):
-        snapshot = metadata.snapshot(snapshot_id)
-        rolled_back = (snapshot is not None and snapshot_id not in ancestry
-                       and (whole or snapshot.timestampMillis() >= oldest))
-        return not rolled_back
-
-    published = [(m.snapshot_id, m.run_id, m.batch_id, m.input_files) for m in marks
-                 if m.batch_id is not None and concerns_us(m.batch_id, m.input_files)]
-    published += [(r.snapshot_id, r.run_id, r.batch_id, r.input_files) for r in ledger.published()
-                  if concerns_us(r.batch_id, r.input_files) and r.snapshot_id is not None
-                  and still_published(r.snapshot_id)]
-    for snapshot_id, run_id, batch_id, files in published:
-        if batch_id == batch.batch_id:
-            return snapshot_id
-        taken = mine & set(files)
-        if taken == mine and mine:
-            return snapshot_id
-        if taken:
-            raise WapError(f"--source_files new: {len(taken)} of this run's {len(mine)} files were "
-                           f"published by run {run_id} meanwhile (e.g. {sorted(taken)[0]}); main is "
-                           "unchanged: rerun to load the rest")
-    return None
+def consumed_publishes(spark, t, ledger, history, metadata=None):
+    """What this table has consumed: every publish on main's ancestry (as far as the metadata and
+    this job's records reach), every recorded publish that ancestry cannot prove gone, and every
+    run that quarantined its whole batch. A publish main no longer holds (rolled back) is not
+    among them, whether or not its snapshot still exists."""
+    if metadata is None:
+        if not table_exists(spark, t):
+            return []
+        metadata = iceberg_table(spark, t)
+    known = ledger.known(metadata)
+    ancestry = history.ancestry(metadata, ref_id(metadata, "main"), known)
+    found = [m for m in ancestry.marks if m.batch_id is not None]
+    on_main = ancestry.ids
+    recorded = list(ledger.published())
+    listed = {m.snapshot_id for m in recorded}
+    for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
+        if m.status == "quarantined" or (m.snapshot_id not in on_main and ancestry.holds(m)):
+            found.append(m)
+    return found
 
 
-def swap_main(spark, batch, decision, staged_id):
+def already_on_main(consumed, batch):
+    """The publish that already loaded this batch (by its id) or every one of its files, or None.
+    A batch id names one input: the same id with other input is bad input, naming both; an
+    identical re-upload (same paths and content, a new modification time) is the same input.
+    Some of the batch's files loaded by another publish: with --source_files new, a concurrent
+    run took them (rerun for the rest); otherwise the batch would load them twice (exit 2)."""
+    mine, paths = set(batch.file_ids), set(batch.input_files)
+    taken, by = set(), None  # this batch's files that publishes loaded, and the newest of those
+    for m in consumed:
+        if m.batch_id == batch.batch_id:
+            if (batch.explicit_id and m.file_ids and m.input_fingerprint
+                    and m.input_fingerprint != batch.input_fingerprint):
+                raise bad_input(
+                    f"--batch_id: batch {batch.batch_id!r} was published by run {m.run_id} from "
+                    f"{describe_files(m.input_files)} (input {m.input_fingerprint[:12]}); this run reads "
+                    f"{describe_files(batch.input_files)} (input {batch.input_fingerprint[:12]}): a "
+                    "batch id names one input, so give this input a new --batch_id")
+            return m
+        # identities where both sides have them; by path for runs that predate them (new files)
+        loaded = ({f for f, i in zip(batch.input_files, batch.file_ids) if i in set(m.file_ids)}
+                  if m.file_ids else paths & set(m.input_files) if batch.track_files else set())
+        if loaded:
+            taken |= loaded
+            by = by or m
+    if not taken:
+        return None
+    if taken == paths:
+        return by
+    if batch.track_files:
+        raise WapError(f"--source_files new: {len(taken)} of this run's {len(paths)} files were "
+                       f"published by run {by.run_id} meanwhile (e.g. {sorted(taken)[0]}); main is "
+                       "unchanged: rerun to load the rest")
+    raise bad_input(f"--source_path: {len(taken)} of the batch's {len(paths)} files are already on "
+                    f"main (e.g. {sorted(taken)[0]}, loaded by run {by.run_id}); loading them again "
+                    "would duplicate their rows (--source_files new loads only the files no publish "
+                    "consumed)")
+
+
+def describe_files(files, n=3):
+    files = sorted(files)
+    return ", ".join(files[:n]) + (f" and {len(files) - n} more" if len(files) > n else "") if files else "(no files)"
+
+
+def swap_main(spark, batch, decision, staged_id, ledger, history):
     """Publish: main := the audited snapshot, in one table-metadata commit based on the metadata
     the decision was made from, so it fails if anything changed since (a compare-and-swap). The
-    same commit drops this run's branch and any branch of the batch at the very snapshot published
-    (a crashed run's, resumed); other runs' branches, kept for inspection, stay."""
+    same commit records the publish in the table's last-publish property (so no crash between the
+    swap and the ledger row, and no snapshot expiry after it, can forget it), drops this run's
+    branch and any branch of the batch at the very snapshot published (a crashed run's, resumed);
+    other runs' branches, kept for inspection, stay. Before it overwrites the property, every
+    publish of this job on main that the ledger lacks is recorded there."""
     base = decision.metadata
-    builder = spark.sparkContext._jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
-    builder = builder.setBranchSnapshot(staged_id, "main")
+    known = ledger.known(base)
+    ancestry = history.ancestry(base, ref_id(base, "main"), known)
+    ledger.complete(ancestry.marks + [m for m in known.values() if m.snapshot_id not in ancestry.ids
+                                      and ancestry.holds(m)])
+    staged = base.snapshot(staged_id)
+    record = {"run_id": batch.run_id, "batch_id": batch.batch_id, "snapshot_id": staged_id,
+              "parent_id": staged.parentId(), "timestamp_ms": staged.timestampMillis(),
+              "input_fingerprint": batch.input_fingerprint}
+    jvm = spark.sparkContext._jvm
+    properties = jvm.java.util.HashMap()
+    properties.put(PUBLISH_PROPERTY, json.dumps(record))
+    builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+    builder = builder.setBranchSnapshot(staged_id, "main").setProperties(properties)
     for name, ref in base.refs().items():
         if name == batch.branch or (str(name).startswith(branch_prefix(batch.batch_id))
                                     and ref.isBranch() and ref.snapshotId() == staged_id):
@@ -3612,6 +3839,8 @@ class RunReport:
     input_fingerprint: str = None
     config_fingerprint: str = None
     input_files: list = field(default_factory=list)
+    input_file_ids: list = field(default_factory=list)  # one identity (path, size, content) per file
+    table_uuid: str = None  # the table's identity, whatever catalog alias reached it
     rerun_command: str = None
     html_report: str = None  # where the run's HTML page was written
     metrics: dict = field(default_factory=dict)  # statistics kept in the ledger for anomaly checks
@@ -3648,12 +3877,12 @@ def ledger_row(report):
             "config_fingerprint": report.config_fingerprint, "input_files": report.input_files,
             "started_at": datetime.fromisoformat(report.started_at) if report.started_at else None,
             "finished_at": datetime.fromisoformat(report.finished_at) if report.finished_at else None,
-            "error": report.error}
+            "error": report.error, "table_uuid": report.table_uuid, "input_file_ids": report.input_file_ids}
 
 
-def record_run(report, p, ledger=None, history=None):
+def record_run(report, p, ledger=None):
     """Append the run to the ledger. Bad input writes nothing new: its row is recorded only in a
-    ledger that already exists. `ledger` and `history`: what the run has read of them already."""
+    ledger that already exists. `ledger`: what the run has read of it already."""
     from pyspark.sql import SparkSession
     spark = SparkSession.getActiveSession()
     if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
@@ -3661,13 +3890,6 @@ def record_run(report, p, ledger=None, history=None):
     ledger = ledger or Ledger.of(spark, p)
     if report.exit_code == EXIT_BAD_INPUT and not ledger.exists():
         return
-    t = TableRef(p.catalog, p.namespace, p.table_name)
-    if table_exists(spark, t):
-        table = iceberg_table(spark, t)
-        ours = report.main_snapshot_after if report.status is Status.PUBLISHED else None
-        ledger.backfill(table, [m for m in (history or History()).walk(table, ref_id(table, "main"))
-                         if m.run_id != report.run_id and m.snapshot_id != ours])  # its row follows
-        # (a resumed run publishes a snapshot whose summary names the crashed run that staged it)
     ledger.record([ledger_row(report)])
 
 
@@ -3761,6 +3983,7 @@ BANNERS = {  # status -> (banner text, css class)
     "published": ("Published", "ok"), "already_published": ("Already published", "muted"),
     "staged": ("Staged, not published", "warn"), "nothing_to_publish": ("Nothing to publish", "muted"),
     "audit_failed": ("Audit failed", "bad"), "error": ("Error", "bad"),
+    "quarantined": ("Every row quarantined", "warn"),
 }
 
 
@@ -4034,7 +4257,7 @@ def finish(report, p, ledger=None, history=None):
         return
     alert = report.status in p.alert_on
     channels = [
-        ("run ledger", True, lambda: record_run(report, p, ledger, history)),
+        ("run ledger", True, lambda: record_run(report, p, ledger)),
         ("report", p.report_path and report.status is not Status.ALREADY_PUBLISHED,
          lambda: log.info("report written to %s", write_report(report, p))),
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
@@ -4350,6 +4573,9 @@ def run_batch(spark, p, checks, report, ledger, history):
     """Read the batch; a read that fails on malformed data, whenever it surfaces, is bad input."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
     with timed(report, "read"):
+        if table_exists(spark, t):
+            report.table_uuid = str(iceberg_table(spark, t).uuid().toString())
+            ledger.identify(report.table_uuid)
         paths = select_source_files(spark, p, t, ledger, history)
         if not paths:
             log.info("--source_files new: no file under %s is new; nothing to publish", p.source_path)
@@ -4367,7 +4593,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
     with timed(report, "read"):
         check_source(spark, p, source, paths)
-        input_fingerprint = fingerprint_input(spark, p, source)
+        files = identify_input(spark, paths if p.source_files == "new" else source.inputFiles())
         df = apply_transform(source)
         validate_checks_against(spark, checks, df, t)
         if p.mode == "merge" and not any(c.keyed and not c.where and [x.lower() for x in c.columns]
@@ -4377,25 +4603,30 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         good, bad = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
             check_merge_batch(spark, p, good)
-    batch = Batch(batch_id=p.batch_id or f"fp-{input_fingerprint[:24]}", run_id=report.run_id,
-                  input_fingerprint=input_fingerprint, config_fingerprint=fingerprint_config(p, checks),
-                  input_files=paths if p.source_files == "new" else sorted(source.inputFiles()),
+    batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
+                  input_fingerprint=files.fingerprint, config_fingerprint=fingerprint_config(p, checks),
+                  input_files=files.paths, file_ids=files.ids, explicit_id=p.batch_id is not None,
                   track_files=p.source_files == "new", columns=list(df.columns))
     report.batch_id, report.branch = batch.batch_id, batch.branch
-    report.input_fingerprint, report.config_fingerprint = input_fingerprint, batch.config_fingerprint
-    report.input_files = batch.input_files
+    report.input_fingerprint, report.config_fingerprint = files.fingerprint, batch.config_fingerprint
+    report.input_files, report.input_file_ids = batch.input_files, batch.file_ids
     report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{batch.branch}'"
     try:
         with timed(report, "prepare"):
+            published = None
+            if not plan.create:  # before any write: a clash with what main holds is bad input
+                table = iceberg_table(spark, t)
+                main = ref_id(table, "main")
+                published = already_on_main(consumed_publishes(spark, t, ledger, history, table), batch)
+            if published is not None:
+                report.main_snapshot_before = main
+                return settle_already_published(spark, t, report, batch, ledger, published, main)
             prepare_table(spark, p, t, plan)
-            table = iceberg_table(spark, t)
+            if plan.create or plan.enable_wap or plan.add_columns:
+                table = iceberg_table(spark, t)
+            report.table_uuid = str(table.uuid().toString())
+            ledger.identify(report.table_uuid)
             report.main_snapshot_before = main = ref_id(table, "main")
-            published = already_on_main(history.walk(table, main), ledger, table, batch)
-        if published is not None:
-            log.info("batch %s is already on main (snapshot %s); nothing to do", batch.batch_id, published)
-            report.status, report.main_snapshot_after, report.staged_snapshot = (
-                Status.ALREADY_PUBLISHED, main, published)
-            return EXIT_OK
         staged = resume(spark, p, t, batch, table, main)
         dropped_counts = {}
         if bad is not None and staged is None:
@@ -4408,8 +4639,11 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             report.rows_dropped, dropped_counts = quarantined_by(spark, t, batch.batch_id,
                                                                  batch.quarantine_run)
             report.quarantine_table = ".".join([t.catalog, quarantine_ref(t).ident])
-        return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good, staged,
-                                   dropped_counts)
+        try:
+            return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good,
+                                       staged, dropped_counts)
+        except BranchGone as e:
+            return settle_branch_gone(spark, t, report, batch, ledger, e.mark)
     finally:
         if bad is not None:
             bad.unpersist()
@@ -4460,11 +4694,16 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             if blocking_failures(report):
                 return audit_failed(report)
             if report.rows_written == 0 and not report.rows_deleted:
-                report.status, report.main_snapshot_after = Status.NOTHING_TO_PUBLISH, staged["parent_id"]
+                # every row quarantined: its input counts as consumed (the ledger row says so), so
+                # neither a rerun nor --source_files new reads and quarantines it again
+                report.status = Status.QUARANTINED if report.rows_dropped else Status.NOTHING_TO_PUBLISH
+                report.main_snapshot_after = staged["parent_id"]
                 if report.quarantine_table:
                     side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))
                 drop_branch(spark, t, batch.branch)
-                log.info("the batch has no rows; nothing to publish")
+                log.log(logging.WARNING if report.rows_dropped else logging.INFO,
+                        "every row of the batch was quarantined; nothing to publish" if report.rows_dropped
+                        else "the batch has no rows; nothing to publish")
                 return EXIT_OK
             if not p.publish:
                 report.status, report.main_snapshot_after = Status.STAGED, staged["parent_id"]
@@ -4475,7 +4714,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             decision = decide_publish(spark, t, p, batch, history, ledger, staged)
             try:
                 if decision.move is Move.PUBLISH:
-                    swap_main(spark, batch, decision, staged["snapshot_id"])
+                    swap_main(spark, batch, decision, staged["snapshot_id"], ledger, history)
                     fault_point("publish")
                     if report.quarantine_table:
                         side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))
@@ -4484,8 +4723,8 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                              staged["snapshot_id"])
                     return EXIT_OK
                 if decision.move is Move.ALREADY_PUBLISHED:
-                    return settle_already_published(spark, t, report, batch, decision, staged,
-                                                    unknown_commit)
+                    return settle_already_published(spark, t, report, batch, ledger, decision.found,
+                                                    decision.main, staged, unknown_commit)
                 if moves == p.max_publish_retries:
                     raise WapError(f"publish: main kept moving; gave up after {moves} retries. The "
                                    f"audited batch is kept on branch {batch.branch}")
@@ -4522,19 +4761,26 @@ def side_effect(what, action):
         log.warning("%s failed (the run's outcome stands): %s", what, first_line(e))
 
 
-def settle_already_published(spark, t, report, batch, decision, staged, unknown_commit):
-    """The batch is on main. If this run's own swap had an unknown outcome and main holds this
-    run's snapshot, it was this run that published; otherwise another run did."""
-    ours = unknown_commit and decision.published_as == staged["snapshot_id"]
+def settle_already_published(spark, t, report, batch, ledger, found, main, staged=None,
+                             unknown_commit=False):
+    """The batch is on main (or its rows were all quarantined by the run that consumed it). If this
+    run's own swap had an unknown outcome and main holds this run's snapshot, it was this run that
+    published; otherwise another run did, and if the ledger lacks that publish, this run records it
+    (the publishing run died after its swap). This run's branch and quarantined rows go."""
+    ours = staged is not None and unknown_commit and found.snapshot_id == staged["snapshot_id"]
     report.status = Status.PUBLISHED if ours else Status.ALREADY_PUBLISHED
-    report.main_snapshot_after = staged["snapshot_id"] if ours else decision.main
-    report.staged_snapshot = decision.published_as
-    if not ours:
+    report.main_snapshot_after = found.snapshot_id if ours else main
+    report.staged_snapshot = found.snapshot_id
+    if ours:
+        return EXIT_OK
+    side_effect("run ledger", lambda: ledger.complete([found]))
+    if staged is not None:
         drop_branch(spark, t, batch.branch)
         if report.quarantine_table and batch.quarantine_run == batch.run_id:
             side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch))
-        log.info("batch %s was published by another run (snapshot %s); main is untouched by this run",
-                 batch.batch_id, decision.published_as)
+    log.info("batch %s was %s by run %s (snapshot %s); main is untouched by this run", batch.batch_id,
+             "quarantined whole" if found.status == "quarantined" else "published", found.run_id,
+             found.snapshot_id)
     return EXIT_OK
 
 

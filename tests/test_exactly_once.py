@@ -226,13 +226,12 @@ def test_runs_table_parameter_names_the_ledger(wap, spark):
     assert not spark.catalog.tableExists(f"{wap.sql}_wap_runs")
 
 
-def test_publish_missing_from_the_ledger_is_backfilled(wap, spark, monkeypatch):
+def test_a_publish_missing_from_the_ledger_is_recorded_before_main_moves_on(wap, spark, monkeypatch):
     real = wap_etl.Ledger.record
     monkeypatch.setattr(wap_etl.Ledger, "record", ledger_write_fails)
     code, first = wap.run(ROWS, checks=[])
     assert code == 0 and first.status == "published" and wap.ids() == [1, 2, 3, 4, 5]
     monkeypatch.setattr(wap_etl.Ledger, "record", real)
-    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)
     assert wap.run([{"id": 6, "amount": 6.0}], checks=[])[0] == 0
     by_run = {r["run_id"]: r for r in ledger(wap)}
     assert by_run[first.run_id]["status"] == "published"
@@ -242,22 +241,20 @@ def test_publish_missing_from_the_ledger_is_backfilled(wap, spark, monkeypatch):
 
 def test_a_run_reads_the_ledger_once_when_no_publish_is_missing_from_it(wap, monkeypatch):
     assert wap.run(ROWS, checks=[])[0] == 0
-    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)  # the first publish is looked for
     reads, real = [], wap_etl.Ledger.runs
     monkeypatch.setattr(wap_etl.Ledger, "runs", lambda self: reads.append(1) or real(self))
     code, report = wap.run([{"id": 6, "amount": 6.0}], checks=[], report_path=None)
     assert code == 0 and report.status == "published"
-    assert len(reads) == 1, "the closing backfill used what the run had read"
-    assert len(ledger(wap)) == 2, "a row each, none backfilled"
+    assert len(reads) == 1, "the publish and the closing row used what the run had read"
+    assert len(ledger(wap)) == 2, "a row each, none recorded for another run"
 
 
-def test_a_publish_recorded_while_the_run_ran_is_not_backfilled_again(wap, spark, monkeypatch):
+def test_a_publish_recorded_while_the_run_ran_is_not_recorded_again(wap, spark, monkeypatch):
     real = wap_etl.Ledger.record
     monkeypatch.setattr(wap_etl.Ledger, "record", ledger_write_fails)
     code, first = wap.run(ROWS, checks=[])  # published; its ledger row is missing
     assert code == 0 and first.status == "published"
     monkeypatch.setattr(wap_etl.Ledger, "record", real)
-    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)
     ledger_ref = wap_etl.TableRef("local", wap.ns, "orders_wap_runs")
 
     def the_first_run_records_itself_late(step):  # after this run read the ledger
@@ -268,7 +265,7 @@ def test_a_publish_recorded_while_the_run_ran_is_not_backfilled_again(wap, spark
     assert code == 0 and second.status == "published"
     rows = ledger(wap)
     assert sorted(r["run_id"] for r in rows) == sorted([first.run_id, second.run_id])
-    assert all(r["error"] is None for r in rows), "nothing was backfilled"
+    assert all(r["error"] is None for r in rows), "nothing was recorded for another run"
 
 
 def test_a_resumed_publish_is_recorded_once_in_the_ledger(wap, monkeypatch):
@@ -278,40 +275,28 @@ def test_a_resumed_publish_is_recorded_once_in_the_ledger(wap, monkeypatch):
     assert code == 1
     staged = wap.refs()[crashed.branch]
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
-    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)  # the crashed run's snapshot is old
     code, resumed = wap.run(path, checks=UNIQUE, batch_id="b1")
     assert code == 0 and resumed.status == "published" and resumed.staged_snapshot == staged
     assert [r["run_id"] for r in ledger(wap) if r["status"] == "published"] == [resumed.run_id]
 
 
-def test_the_backfill_grace_runs_from_when_a_resumed_snapshot_reached_main(wap, spark, monkeypatch):
+def test_a_crashed_then_resumed_publish_shows_as_published_once_recorded(wap, spark, monkeypatch):
     path = wap.csv(ROWS)
     monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_write)
-    assert wap.run(path, checks=UNIQUE, batch_id="b1")[0] == 1
-    time.sleep(1.5)  # the staged snapshot is older than its publish by at least this
+    code, crashed = wap.run(path, checks=UNIQUE, batch_id="b1")  # an error row for the crashed run
+    assert code == 1
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
     real = wap_etl.Ledger.record
     monkeypatch.setattr(wap_etl.Ledger, "record", ledger_write_fails)
     code, resumed = wap.run(path, checks=UNIQUE, batch_id="b1")  # published; its ledger row is lost
     assert code == 0 and resumed.status == "published"
     monkeypatch.setattr(wap_etl.Ledger, "record", real)
-    table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", wap.ns, "orders"))
-    marks = list(wap_etl.History().walk(table, wap_etl.ref_id(table, "main")))
-    staged_at = marks[0].timestamp_ms
-    on_main_at = max(e.timestampMillis() for e in table.history() if e.snapshotId() == marks[0].snapshot_id)
-    assert marks[0].snapshot_id == resumed.main_snapshot_after and on_main_at > staged_at + 1500
+    assert wap.run([{"id": 9, "amount": 9.0}], checks=UNIQUE)[0] == 0  # records the lost publish first
     runs = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
-
-    def backfilled():
-        return [r for r in ledger(wap) if r["main_snapshot_after"] == resumed.main_snapshot_after]
-    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", time.time() - (staged_at + on_main_at) / 2000)
-    runs.backfill(table, marks)  # staged before the grace began, on main only since
-    assert backfilled() == []
-    monkeypatch.setattr(wap_etl, "BACKFILL_GRACE_SECONDS", 0)
-    runs.backfill(table, marks)
-    assert [r["status"] for r in backfilled()] == ["published"]
-    crashed = marks[0].run_id  # the run that staged the snapshot: its newest row says published
-    assert [r["status"] for r in runs.recent(10) if r["run_id"] == crashed] == ["published"]
+    # the snapshot names the run that staged it: its newest row now says published, not error
+    assert [r["status"] for r in runs.recent(10) if r["run_id"] == crashed.run_id] == ["published"]
+    recorded = [r for r in ledger(wap) if r["main_snapshot_after"] == resumed.main_snapshot_after]
+    assert [r["status"] for r in recorded] == ["published"]
 
 
 def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
@@ -333,7 +318,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from pyspark.sql import SparkSession
 import wap_etl
-jar, warehouse, source = sys.argv[2:5]
+jar, warehouse, source, second = sys.argv[2:6]
 spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
          .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS).config("spark.ui.enabled", "false")
          .config("spark.sql.catalog.local", "org.apache.iceberg.spark.SparkCatalog")
@@ -343,7 +328,7 @@ spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
 args = ["--table", "ns.orders", "--catalog", "local", "--checks", "[]"]
 assert wap_etl.run(args + ["--source_path", source, "--batch_id", "b0"])[0] == 0
 wap_etl.fault_point = lambda step: step == "audit" and spark.sql("INSERT INTO local.ns.orders VALUES (50, 5.0)")
-code, report = wap_etl.run(args + ["--source_path", source, "--batch_id", "b1"])
+code, report = wap_etl.run(args + ["--source_path", second, "--batch_id", "b1"])
 table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", "ns", "orders"))
 refs = sorted(str(n) for n in table.refs().keySet())
 table.expireSnapshots().expireOlderThan(int(time.time() * 1000) + 60000).retainLast(1).commit()
@@ -383,7 +368,9 @@ def test_rebased_batch_survives_snapshot_expiry_by_the_java_api(tmp_path_factory
     jar = glue_era_iceberg_jar(tmp_path_factory.getbasetemp() / "glue_era_jar")
     from conftest import ROOT, write_csv
     source = write_csv(tmp_path / "rows.csv", ROWS)
-    done = subprocess.run([sys.executable, "-c", GLUE_ERA_EXPIRY, ROOT, jar, str(tmp_path / "wh"), source],
+    second = write_csv(tmp_path / "more.csv", [{"id": 10 + r["id"], "amount": r["amount"]} for r in ROWS])
+    done = subprocess.run([sys.executable, "-c", GLUE_ERA_EXPIRY, ROOT, jar, str(tmp_path / "wh"), source,
+                           second],
                           capture_output=True, text=True, timeout=600)
     lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
     assert lines, done.stderr[-3000:]
@@ -416,15 +403,34 @@ def test_published_batch_quarantine_holds_only_the_publishing_runs_rows(wap, spa
     assert rows == [(3, report.run_id)]
 
 
-def test_guard_leaves_main_alone_when_another_run_published_this_runs_snapshot(wap, spark, monkeypatch):
+def test_guard_ends_already_published_when_another_run_published_this_runs_snapshot(wap, spark,
+                                                                                   monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path, other = wap.csv(ROWS), []
+
+    def a_rerun_resumes_and_publishes_it(step):  # a second run of the batch, while this one waits
+        if step == "write" and not other:
+            other.append(wap.run(path, checks=UNIQUE, batch_id="b1"))
+    monkeypatch.setattr(wap_etl, "fault_point", a_rerun_resumes_and_publishes_it)
+    code, report = wap.run(path, checks=UNIQUE, batch_id="b1")
+    (other_code, other_report), = other
+    assert other_code == 0 and other_report.status == "published"
+    assert other_report.staged_snapshot == report.staged_snapshot, "it resumed this run's snapshot"
+    assert code == 0 and report.status == "already_published", report.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5], "the legitimate publish stays on main, once"
+
+
+def test_guard_undoes_a_write_that_reached_main_when_wap_was_off_and_the_branch_is_gone(wap, spark,
+                                                                                       monkeypatch):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
 
-    def resumer_publishes_it(step):  # another run of the batch resumed our snapshot and published it
-        if step == "write":
+    def trap(step):
+        if step == "before_write":  # WAP turned off: the write goes straight to main
+            spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
+        if step == "write":  # and someone drops the run's branch
             branch = next(n for n in wap.refs() if n.startswith("audit_"))
-            spark.sql(f"CALL local.system.fast_forward('{wap.table}', 'main', '{branch}')")
             spark.sql(f"ALTER TABLE {wap.sql} DROP BRANCH `{branch}`")
-    monkeypatch.setattr(wap_etl, "fault_point", resumer_publishes_it)
+    monkeypatch.setattr(wap_etl, "fault_point", trap)
     code, report = wap.run(ROWS, checks=UNIQUE)
-    assert code == 1 and "published by another run" in report.error
-    assert wap.ids() == [0, 1, 2, 3, 4, 5], "the legitimate publish stays on main"
+    assert code == 1 and "write.wap.enabled" in report.error and "taken off main" in report.error
+    assert wap.ids() == [0], "the unaudited rows are off main"

@@ -1,0 +1,221 @@
+"""Exactly-once, second pass: a publish is remembered through crashes and snapshot expiry, a
+table is one table under any alias, what main no longer holds was not published, and a batch
+id names one input. Crashes are real processes killed with WAP_FAULT_AFTER."""
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import wap_etl
+from conftest import write_csv
+
+ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
+UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
+
+
+def expire_all_but_the_last(spark, wap):
+    later = (datetime.now(timezone.utc) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', "
+              f"older_than => TIMESTAMP '{later}', retain_last => 1)")
+
+
+def killed_after_the_publish(wap, path, **params):
+    """Run the batch as a real process killed right after its compare-and-swap moved main."""
+    proc = wap.cli(path, env={"WAP_FAULT_AFTER": "publish"}, checks=UNIQUE, **params)
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 137, out[-3000:]
+    return out
+
+
+def published_runs(spark, wap):
+    if not spark.catalog.tableExists(f"{wap.sql}_wap_runs"):
+        return []
+    return [r for r in spark.table(f"{wap.sql}_wap_runs").collect() if r["status"] == "published"]
+
+
+def test_a_publish_killed_before_its_ledger_row_is_never_published_twice_after_expiry(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    killed_after_the_publish(wap, path)
+    assert wap.ids() == [0, 1, 2, 3, 4, 5] and len(published_runs(spark, wap)) == 1
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0  # another batch on top
+    expire_all_but_the_last(spark, wap)
+    assert spark.table(f"{wap.sql}.snapshots").count() == 1
+    code, retry = wap.run(path, checks=UNIQUE)  # the scheduler retries the killed run
+    assert code == 0 and retry.status == "already_published", retry.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 50]
+
+
+def test_a_publish_killed_before_its_ledger_row_survives_another_engines_commit_and_expiry(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    killed_after_the_publish(wap, path)
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")  # not this job: nothing recorded
+    expire_all_but_the_last(spark, wap)
+    code, retry = wap.run(path, checks=UNIQUE)
+    assert code == 0 and retry.status == "already_published", retry.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 60]
+    killed = [r for r in published_runs(spark, wap) if r["batch_id"] == retry.batch_id]
+    assert len(killed) == 1 and killed[0]["run_id"] != retry.run_id, "the found publish is recorded"
+
+
+def test_the_same_table_under_another_catalog_alias_is_the_same_table(wap, spark, warehouse):
+    for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "hadoop",
+                       ".warehouse": warehouse, ".cache-enabled": "false"}.items():
+        spark.conf.set(f"spark.sql.catalog.other{key}", value)
+    path = wap.csv(ROWS)
+    assert wap.run(path, checks=UNIQUE)[0] == 0
+    code, again = wap.run(path, checks=UNIQUE, catalog="other")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [1, 2, 3, 4, 5]
+
+
+def test_s3a_and_s3_spellings_of_one_object_are_one_input(monkeypatch):
+    import boto3
+    from moto import mock_aws
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="landing")
+        s3.put_object(Bucket="landing", Key="orders/day1.csv", Body=b"id\n1\n")
+        a = wap_etl.identify_input(None, ["s3a://landing/orders/day1.csv"])
+        b = wap_etl.identify_input(None, ["s3://landing/orders/day1.csv"])
+        s3.put_object(Bucket="landing", Key="orders/day1.csv", Body=b"id\n2\n")
+        changed = wap_etl.identify_input(None, ["s3://landing/orders/day1.csv"])
+    assert a == b and a.paths == ["s3://landing/orders/day1.csv"]
+    assert changed.fingerprint != a.fingerprint, "other content is other input"
+
+
+def test_a_rolled_back_batch_is_published_again_after_its_snapshot_expired(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    before = wap.refs()["main"]
+    code, bad = wap.run(ROWS, checks=UNIQUE, batch_id="d1")
+    assert code == 0
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    assert wap.run([{"id": 70, "amount": 7.0}], checks=UNIQUE)[0] == 0  # main moves on
+    expire_all_but_the_last(spark, wap)
+    assert spark.table(f"{wap.sql}.snapshots").filter(f"snapshot_id = {bad.main_snapshot_after}").count() == 0
+    corrected = [{"id": i, "amount": float(i) * 10} for i in range(1, 6)]
+    code, report = wap.run(corrected, checks=UNIQUE, batch_id="d1")
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 70] and wap.rows()[1]["amount"] == 10.0
+
+
+def test_new_files_of_a_rolled_back_publish_are_new_again_after_expiry(wap, spark, tmp_path):
+    folder = tmp_path / "incoming"
+    write_csv(folder / "day0.csv", [{"id": 0, "amount": 0.0}])
+    assert wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")[0] == 0
+    before = wap.refs()["main"]
+    write_csv(folder / "day1.csv", [{"id": 1, "amount": 1.0}])
+    assert wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")[0] == 0
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    expire_all_but_the_last(spark, wap)
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 0 and report.status == "published", report.error
+    assert [os.path.basename(f) for f in report.input_files] == ["day1.csv"]
+    assert wap.ids() == [0, 1]
+
+
+def test_a_reused_batch_id_with_other_input_exits_2_naming_both_inputs(wap, spark):
+    first = wap.csv(ROWS, name="day1.csv")
+    assert wap.run(first, checks=UNIQUE, batch_id="2024-06-01")[0] == 0
+    main = wap.refs()
+    other = wap.csv([{"id": 9, "amount": 9.0}], name="day2.csv")
+    code, report = wap.run(other, checks=UNIQUE, batch_id="2024-06-01")
+    assert code == 2 and report.status == "error"
+    assert "2024-06-01" in report.error and "day1.csv" in report.error and "day2.csv" in report.error
+    assert wap.refs() == main and wap.ids() == [1, 2, 3, 4, 5], "nothing written"
+
+
+def test_an_identical_reupload_with_a_new_modification_time_is_already_published(wap):
+    path = wap.csv(ROWS, name="day1.csv")
+    assert wap.run(path, checks=UNIQUE, batch_id="2024-06-01")[0] == 0
+    content = open(path, "rb").read()
+    os.remove(path)
+    with open(path, "wb") as f:
+        f.write(content)
+    os.utime(path, (1_900_000_000, 1_900_000_000))
+    for batch_id in ("2024-06-01", None):  # named, and derived from the input
+        code, report = wap.run(path, checks=UNIQUE, batch_id=batch_id)
+        assert code == 0 and report.status == "already_published", report.error
+    assert wap.ids() == [1, 2, 3, 4, 5]
+
+
+def test_an_all_run_never_reloads_files_that_new_runs_loaded(wap, tmp_path):
+    folder = tmp_path / "incoming"
+    for day in range(2):
+        write_csv(folder / f"day{day}.csv", [{"id": day, "amount": float(day)}])
+        assert wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")[0] == 0
+    main = wap.refs()
+    code, report = wap.run(str(folder), checks=UNIQUE, source_format="csv")  # both files again
+    assert code == 0 and report.status == "already_published", report.error
+    write_csv(folder / "day2.csv", [{"id": 2, "amount": 2.0}])
+    code, report = wap.run(str(folder), checks=UNIQUE, source_format="csv")  # two loaded, one not
+    assert code == 2 and "2 of the batch's 3 files are already on main" in report.error
+    assert "day0.csv" in report.error
+    assert wap.refs() == main and wap.ids() == [0, 1]
+
+
+def test_a_new_run_never_reloads_files_an_all_run_loaded(wap, tmp_path):
+    folder = tmp_path / "incoming"
+    write_csv(folder / "day0.csv", [{"id": 0, "amount": 0.0}])
+    assert wap.run(str(folder), checks=UNIQUE, source_format="csv")[0] == 0
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 0 and report.status == "nothing_to_publish"
+    assert wap.ids() == [0]
+
+
+@pytest.mark.parametrize("where", ["ledger", "property"])
+def test_every_publish_records_what_it_consumed_whichever_mode(wap, spark, where):
+    path = wap.csv(ROWS)
+    code, report = wap.run(path, checks=UNIQUE)
+    assert code == 0
+    t = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", wap.ns, "orders"))
+    if where == "ledger":
+        row, = spark.table(f"{wap.sql}_wap_runs").collect()
+        files, ids = row["input_files"], row["input_file_ids"]
+        assert row["table_uuid"] == str(t.uuid().toString())
+    else:
+        summary = t.snapshot(report.main_snapshot_after).summary()
+        files = wap_etl.json.loads(summary.get("wap.input_files"))
+        ids = wap_etl.json.loads(summary.get("wap.input_file_ids"))
+        last = wap_etl.last_publish(t)
+        assert (last.run_id, last.snapshot_id) == (report.run_id, report.main_snapshot_after)
+    assert files == [f"file://{path}"] and len(ids) == 1
+
+
+def test_a_batch_whose_rows_were_all_quarantined_is_consumed_once_and_alerts(wap, spark, tmp_path):
+    import http.server
+    import json
+    import threading
+    posts = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+    server = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    folder = tmp_path / "incoming"
+    write_csv(folder / "day0.csv", [{"id": 0, "amount": 0.0}])
+    drop = [{"check": "between", "column": "amount", "min": 0, "action": "drop"}]
+    assert wap.run(str(folder), checks=drop, source_files="new", source_format="csv")[0] == 0
+    write_csv(folder / "day1.csv", [{"id": 1, "amount": -1.0}, {"id": 2, "amount": -2.0}])
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    try:
+        code, report = wap.run(str(folder), checks=drop, source_files="new", source_format="csv",
+                               slack_webhook_url=url)
+        assert code == 0 and report.status == "quarantined" and report.rows_dropped == 2
+        assert len(posts) == 1 and "quarantined" in posts[0]["text"]
+        code, again = wap.run(str(folder), checks=drop, source_files="new", source_format="csv")
+        assert code == 0 and again.status == "nothing_to_publish", "day1.csv is consumed"
+    finally:
+        server.shutdown()
+    assert wap.ids() == [0]
+    assert sorted(r["id"] for r in spark.table(f"{wap.sql}_quarantine").collect()) == [1, 2]
