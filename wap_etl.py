@@ -2277,8 +2277,10 @@ class Ledger:
                 for r in rows:  # a run's own row and a row completed for it by another run
                     if r["run_id"] not in seen:
                         seen.add(r["run_id"])
+                        quarantined = r["status"] != "published"  # main_snapshot_after: main as it was
                         self._published.append(Mark(
-                            r["main_snapshot_after"], r["main_snapshot_before"], 0, r["batch_id"],
+                            None if quarantined else r["main_snapshot_after"],
+                            None if quarantined else r["main_snapshot_before"], 0, r["batch_id"],
                             r["run_id"], tuple(normalize_path(f) for f in r["input_files"] or ()),
                             file_ids=tuple((r["input_file_ids"] if ids else None) or ()),
                             input_fingerprint=r["input_fingerprint"], status=r["status"]))
@@ -3685,12 +3687,22 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         metadata = iceberg_table(spark, t)
     known = ledger.known(metadata)
     ancestry = history.ancestry(metadata, ref_id(metadata, "main"), known)
+    if not ancestry.whole:  # expiry under way: a publish may have left history since the ledger was read
+        ledger.forget()
+        known = ledger.known(metadata)
+        ancestry = history.ancestry(metadata, ref_id(metadata, "main"), known)
+    oldest = min((m.timestamp_ms for m in ancestry.marks if m.timestamp_ms), default=0)
+
+    def rolled_back(m):  # its snapshot still exists, is newer than main's oldest ancestor, and is not on main
+        snapshot = metadata.snapshot(m.snapshot_id) if m.snapshot_id is not None else None
+        return snapshot is not None and m.snapshot_id not in ancestry.ids and snapshot.timestampMillis() >= oldest
     found = [m for m in ancestry.marks if m.batch_id is not None]
     on_main = ancestry.ids
     recorded = list(ledger.published())
     listed = {m.snapshot_id for m in recorded}
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
-        if m.status == "quarantined" or (m.snapshot_id not in on_main and ancestry.holds(m)):
+        if m.status == "quarantined" or (m.snapshot_id not in on_main and ancestry.holds(m)
+                                          and not rolled_back(m)):
             found.append(m)
     return found
 
@@ -3701,7 +3713,8 @@ def already_on_main(consumed, batch):
     identical re-upload (same paths and content, a new modification time) is the same input.
     Some of the batch's files loaded by another publish: with --source_files new, a concurrent
     run took them (rerun for the rest); otherwise the batch would load them twice (exit 2)."""
-    mine, paths = set(batch.file_ids), set(batch.input_files)
+    paths = set(batch.input_files)
+    by_files = not batch.explicit_id  # a named batch is its name; a derived one is its files
     taken, by = set(), None  # this batch's files that publishes loaded, and the newest of those
     for m in consumed:
         if m.batch_id == batch.batch_id:
@@ -3714,8 +3727,11 @@ def already_on_main(consumed, batch):
                     "batch id names one input, so give this input a new --batch_id")
             return m
         # identities where both sides have them; by path for runs that predate them (new files)
-        loaded = ({f for f, i in zip(batch.input_files, batch.file_ids) if i in set(m.file_ids)}
-                  if m.file_ids else paths & set(m.input_files) if batch.track_files else set())
+        if not by_files:
+            continue
+        ids = set(m.file_ids)
+        loaded = ({f for f, i in zip(batch.input_files, batch.file_ids) if i in ids}
+                  if ids else paths & set(m.input_files) if batch.track_files else set())
         if loaded:
             taken |= loaded
             by = by or m
