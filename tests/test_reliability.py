@@ -47,9 +47,18 @@ def test_rerun_of_a_published_batch_writes_nothing(wap):
 
 
 def test_explicit_batch_id_is_published_once(wap):
+    path = wap.csv(ROWS)
+    assert wap.run(path, checks=[], batch_id="b-7")[0] == 0
+    code, report = wap.run(path, checks=[], batch_id="b-7")
+    assert code == 0 and report.status == "already_published" and wap.ids() == [1, 2, 3, 4, 5]
+
+
+def test_explicit_batch_id_reused_with_other_input_exits_2_and_writes_nothing(wap):
     assert wap.run(ROWS, checks=[], batch_id="b-7")[0] == 0
+    refs = wap.refs()
     code, report = wap.run([{"id": 6, "amount": 1.0}], checks=[], batch_id="b-7")
-    assert report.status == "already_published" and wap.ids() == [1, 2, 3, 4, 5]
+    assert code == 2 and "b-7" in report.error
+    assert wap.refs() == refs and wap.ids() == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("step", ["write", "audit"])
