@@ -537,6 +537,15 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
     "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive"}),
     "anomaly": ({"metric"}, {"lookback", "min_history", "max_deviations"}),
 }
+# What each kind of check reads besides the staged rows (None: nothing). After a rebase the rows
+# are the audited ones, but what a check reads beyond them has moved on: each such kind is audited
+# again. Every kind must say (Check.reads_state looks it up), so a new kind cannot be forgotten.
+CHECK_READS = {
+    "not_null": None, "between": None, "accepted_values": None, "regex": None, "expression": None,
+    "row_count": None, "schema": None, "column_exists": None, "freshness": None, "stat": None,
+    "unique": "main", "primary_key": "main", "sql": "main", "relationship": "another table",
+    "volume": "the run ledger", "anomaly": "the run ledger",
+}
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where"}
 NO_WHERE = ("schema", "column_exists", "volume", "sql")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
@@ -589,6 +598,11 @@ class Check:
     @property
     def keyed(self):
         return self.check in ("unique", "primary_key")
+
+    @property
+    def reads_state(self):
+        """Its verdict depends on more than the staged rows: on main, another table or the ledger."""
+        return CHECK_READS[self.check] is not None
 
     @property
     def measures(self):
@@ -3620,10 +3634,6 @@ def audit_volume(c, ledger, total):
 # Publish
 # =================================================================================================
 
-# Checks whose verdict depends on what else is on main: re-run after a rebase.
-STATE_CHECKS = ("unique", "primary_key", "volume", "sql")
-
-
 class Move(Enum):
     """What publishing the audited snapshot means, given main as it is now."""
     PUBLISH = "main is still the staged snapshot's parent: swap main to the staged snapshot"
@@ -4846,9 +4856,9 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
 
 
 def recheck_state(spark, p, t, checks, report, staged, ledger):
-    """After a rebase the rows are the audited ones, but main around them changed: re-run the
-    checks that look at the table."""
-    recheck = [c for c in checks if c.check in STATE_CHECKS and c.action != "drop"]
+    """After a rebase the rows are the audited ones, but main around them (and what else a check
+    reads: another table, the ledger) changed: re-run every check that reads more than the rows."""
+    recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     if recheck:
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
                                                           staged["parent_id"]),
