@@ -3831,6 +3831,18 @@ def blocking_failures(report):
     return [r["name"] for r in report.checks if blocks(r)]
 
 
+# What a snapshot that changes the table counts in its summary (Iceberg leaves out zero counts).
+SNAPSHOT_CHANGES = ("added-data-files", "deleted-data-files", "added-delete-files", "removed-delete-files",
+                    "added-records", "deleted-records")
+
+
+def changes_nothing(staged):
+    """The staged snapshot adds and removes no data or delete files and no records: publishing it
+    would change nothing. Decided from the snapshot itself, so no mode's row counters (a merge
+    that only deletes writes no rows) and no path (staged or resumed) can misjudge it."""
+    return not any(int(staged["summary"].get(key) or 0) for key in SNAPSHOT_CHANGES)
+
+
 # =================================================================================================
 # Report
 # =================================================================================================
@@ -4719,7 +4731,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             fault_point("audit")
             if blocking_failures(report):
                 return audit_failed(report)
-            if report.rows_written == 0 and not report.rows_deleted:
+            if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
                 # neither a rerun nor --source_files new reads and quarantines it again
                 report.status = Status.QUARANTINED if report.rows_dropped else Status.NOTHING_TO_PUBLISH
@@ -4830,10 +4842,6 @@ def stage(spark, p, t, checks, report, batch, df):
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
         if main is None:
             set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
-        if p.mode == "merge":
-            counts = merge_counts(spark, p, t, df, staged["parent_id"])
-            report.rows_inserted, report.rows_updated, report.rows_deleted = (
-                counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
     return staged, observed_metrics(staged["summary"], observation)
 
 
@@ -4850,7 +4858,11 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
             report.rows_read, staged_id=staged["snapshot_id"])
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
-        if p.mode != "merge":
+        if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent
+            counts = merge_counts(spark, p, t, batch_df, staged["parent_id"])
+            report.rows_inserted, report.rows_updated, report.rows_deleted = (
+                counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
+        else:
             report.rows_inserted = int(staged["summary"].get("added-records", 0))
             report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
 
