@@ -2879,9 +2879,28 @@ def change_branch(spark, sql):
             time.sleep(random.uniform(0.05, 0.3) * attempt)
 
 
-def create_branch(spark, t, branch, snapshot_id, days):
+DAY_MS = 86_400_000
+
+
+def retention_from_now(days, head_ms, now_ms=None):
+    """The RETAIN days for a branch made now at a snapshot committed at `head_ms`. Iceberg ages a
+    branch by its head's commit time (snapshot expiry drops it once now - head > its retention),
+    so a branch made at a snapshot older than `days` would be born expired, under a live run.
+    If the branch would not outlive a margin (a day, or half a one-day retention), it gets `days`
+    counted from now instead: `days` plus the head's age in whole days."""
+    age = (time.time() * 1000 if now_ms is None else now_ms) - head_ms
+    if days * DAY_MS - age >= min(DAY_MS, days * DAY_MS / 2):
+        return days
+    return days + math.ceil(age / DAY_MS)
+
+
+def create_branch(spark, t, branch, head, days):
+    """A branch at `head` (an Iceberg Snapshot), kept `days` at least from now (see
+    retention_from_now). Returns the days it got: more than `days` if the snapshot is old."""
+    retain = retention_from_now(days, head.timestampMillis())
     change_branch(spark, f"ALTER TABLE {t.sql} CREATE BRANCH {quote(branch)} AS OF VERSION "
-                         f"{int(snapshot_id)} RETAIN {int(days)} DAYS")
+                         f"{int(head.snapshotId())} RETAIN {int(retain)} DAYS")
+    return retain
 
 
 def set_branch_retention(spark, t, branch, snapshot_id, days):
@@ -4460,21 +4479,54 @@ def show_status(spark, p):
 
 
 def cleanup_branches(spark, p):
-    """Drop the audit branches (this job's `audit_` prefix only) whose head is older than N days."""
+    """Drop the audit branches (this job's `audit_` prefix only) that stopped changing more than
+    N days ago (see branch_last_used); a branch whose run may still be running is kept and listed."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
-    dropped = []
+    dropped, in_use = [], []
     if table_exists(spark, t):
         cutoff = time.time() - p.cleanup_days * 86400
-        branches = spark.sql(f"SELECT r.name, s.committed_at FROM {t.meta('refs')} r JOIN "
+        branches = spark.sql(f"SELECT r.name, s.committed_at, s.summary FROM {t.meta('refs')} r JOIN "
                              f"{t.meta('snapshots')} s ON r.snapshot_id = s.snapshot_id "
                              f"WHERE r.type = 'BRANCH'").collect()
-        for name, committed_at in sorted(branches):
-            if name.startswith(BRANCH_PREFIX) and committed_at.timestamp() <= cutoff:
+        ended = runs_ended(spark, p)
+        for name, committed_at, summary in sorted(branches):
+            if not name.startswith(BRANCH_PREFIX):
+                continue
+            last_used = branch_last_used(name, committed_at, summary or {}, ended)
+            if last_used is None:
+                in_use.append(name)
+            elif last_used.timestamp() <= cutoff:
                 drop_branch(spark, t, name)
                 dropped.append(name)
     print(f"dropped {len(dropped)} audit branch(es) older than {p.cleanup_days:g} days from "
           f"{p.catalog}.{p.table}" + "".join(f"\n  {n}" for n in dropped))
+    if in_use:
+        print(f"kept {len(in_use)} audit branch(es) whose run may still be running (no ledger row yet):"
+              + "".join(f"\n  {n}" for n in in_use))
     return dropped
+
+
+def branch_last_used(name, committed_at, summary, ended):
+    """When an audit branch stopped changing. Its head's commit time only if that head is its own
+    run's snapshot: a branch just made at an old main, or resuming another run's snapshot, has an
+    old head while its run lives. Otherwise when the ledger says its run ended (`ended`: branch ->
+    finished_at); None if it does not say: the run may be running."""
+    written_by = summary.get(RUN_PROPERTY)
+    if written_by and name == f"{branch_prefix(summary.get(BATCH_PROPERTY, ''))}{written_by[:8]}":
+        return committed_at
+    return ended.get(name)
+
+
+def runs_ended(spark, p):
+    """{branch: when its run ended}, from the run ledger: a run writes its row, with its exit
+    code, as it ends."""
+    from pyspark.sql import functions as F
+    ledger = Ledger.of(spark, p)
+    if not ledger.exists():
+        return {}
+    rows = (ledger.runs().filter(F.col("branch").isNotNull() & F.col("exit_code").isNotNull())
+            .groupBy("branch").agg(F.max("finished_at").alias("finished_at")).collect())
+    return {r["branch"]: r["finished_at"] for r in rows if r["finished_at"] is not None}
 
 
 def suggest_checks(spark, p):
@@ -4827,9 +4879,11 @@ def stage(spark, p, t, checks, report, batch, df):
     the write landed there. Returns the staged snapshot_info and the metrics observed on the write."""
     with timed(report, "write"):
         drop_branch(spark, t, batch.branch)  # a restage replaces this run's own earlier attempt
-        main = ref_id(iceberg_table(spark, t), "main")
+        table = iceberg_table(spark, t)
+        main = ref_id(table, "main")
+        retain = None
         if main is not None:  # on an empty table the write itself creates the branch
-            create_branch(spark, t, batch.branch, main, p.branch_retention_days)
+            retain = create_branch(spark, t, batch.branch, table.snapshot(main), p.branch_retention_days)
         since_ms = int(time.time() * 1000)
         fault_point("before_write")
         aggs = row_metrics(checks) if p.audit_source == "write" else None
@@ -4840,7 +4894,7 @@ def stage(spark, p, t, checks, report, batch, df):
             raise
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
-        if main is None:
+        if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
             set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
     return staged, observed_metrics(staged["summary"], observation)
 
@@ -4902,7 +4956,7 @@ def resume(spark, p, t, batch, table, main):
                 and summary.get(FINGERPRINT_PROPERTY) == batch.input_fingerprint
                 and summary.get(CONFIG_PROPERTY) == batch.config_fingerprint
                 and info["parent_id"] == main):
-            create_branch(spark, t, batch.branch, info["snapshot_id"], p.branch_retention_days)
+            create_branch(spark, t, batch.branch, table.snapshot(ref.snapshotId()), p.branch_retention_days)
             log.info("resuming batch %s from snapshot %s staged by run %s", batch.batch_id,
                      info["snapshot_id"], summary.get(RUN_PROPERTY))
             return info
