@@ -537,6 +537,15 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
     "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive"}),
     "anomaly": ({"metric"}, {"lookback", "min_history", "max_deviations"}),
 }
+# What each kind of check reads besides the staged rows (None: nothing). After a rebase the rows
+# are the audited ones, but what a check reads beyond them has moved on: each such kind is audited
+# again. Every kind must say (Check.reads_state looks it up), so a new kind cannot be forgotten.
+CHECK_READS = {
+    "not_null": None, "between": None, "accepted_values": None, "regex": None, "expression": None,
+    "row_count": None, "schema": None, "column_exists": None, "freshness": None, "stat": None,
+    "unique": "main", "primary_key": "main", "sql": "main", "relationship": "another table",
+    "volume": "the run ledger", "anomaly": "the run ledger",
+}
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where"}
 NO_WHERE = ("schema", "column_exists", "volume", "sql")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
@@ -589,6 +598,11 @@ class Check:
     @property
     def keyed(self):
         return self.check in ("unique", "primary_key")
+
+    @property
+    def reads_state(self):
+        """Its verdict depends on more than the staged rows: on main, another table or the ledger."""
+        return CHECK_READS[self.check] is not None
 
     @property
     def measures(self):
@@ -2865,9 +2879,28 @@ def change_branch(spark, sql):
             time.sleep(random.uniform(0.05, 0.3) * attempt)
 
 
-def create_branch(spark, t, branch, snapshot_id, days):
+DAY_MS = 86_400_000
+
+
+def retention_from_now(days, head_ms, now_ms=None):
+    """The RETAIN days for a branch made now at a snapshot committed at `head_ms`. Iceberg ages a
+    branch by its head's commit time (snapshot expiry drops it once now - head > its retention),
+    so a branch made at a snapshot older than `days` would be born expired, under a live run.
+    If the branch would not outlive a margin (a day, or half a one-day retention), it gets `days`
+    counted from now instead: `days` plus the head's age in whole days."""
+    age = (time.time() * 1000 if now_ms is None else now_ms) - head_ms
+    if days * DAY_MS - age >= min(DAY_MS, days * DAY_MS / 2):
+        return days
+    return days + math.ceil(age / DAY_MS)
+
+
+def create_branch(spark, t, branch, head, days):
+    """A branch at `head` (an Iceberg Snapshot), kept `days` at least from now (see
+    retention_from_now). Returns the days it got: more than `days` if the snapshot is old."""
+    retain = retention_from_now(days, head.timestampMillis())
     change_branch(spark, f"ALTER TABLE {t.sql} CREATE BRANCH {quote(branch)} AS OF VERSION "
-                         f"{int(snapshot_id)} RETAIN {int(days)} DAYS")
+                         f"{int(head.snapshotId())} RETAIN {int(retain)} DAYS")
+    return retain
 
 
 def set_branch_retention(spark, t, branch, snapshot_id, days):
@@ -3620,10 +3653,6 @@ def audit_volume(c, ledger, total):
 # Publish
 # =================================================================================================
 
-# Checks whose verdict depends on what else is on main: re-run after a rebase.
-STATE_CHECKS = ("unique", "primary_key", "volume", "sql")
-
-
 class Move(Enum):
     """What publishing the audited snapshot means, given main as it is now."""
     PUBLISH = "main is still the staged snapshot's parent: swap main to the staged snapshot"
@@ -3819,6 +3848,18 @@ def blocks(result):
 
 def blocking_failures(report):
     return [r["name"] for r in report.checks if blocks(r)]
+
+
+# What a snapshot that changes the table counts in its summary (Iceberg leaves out zero counts).
+SNAPSHOT_CHANGES = ("added-data-files", "deleted-data-files", "added-delete-files", "removed-delete-files",
+                    "added-records", "deleted-records")
+
+
+def changes_nothing(staged):
+    """The staged snapshot adds and removes no data or delete files and no records: publishing it
+    would change nothing. Decided from the snapshot itself, so no mode's row counters (a merge
+    that only deletes writes no rows) and no path (staged or resumed) can misjudge it."""
+    return not any(int(staged["summary"].get(key) or 0) for key in SNAPSHOT_CHANGES)
 
 
 # =================================================================================================
@@ -4438,21 +4479,54 @@ def show_status(spark, p):
 
 
 def cleanup_branches(spark, p):
-    """Drop the audit branches (this job's `audit_` prefix only) whose head is older than N days."""
+    """Drop the audit branches (this job's `audit_` prefix only) that stopped changing more than
+    N days ago (see branch_last_used); a branch whose run may still be running is kept and listed."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
-    dropped = []
+    dropped, in_use = [], []
     if table_exists(spark, t):
         cutoff = time.time() - p.cleanup_days * 86400
-        branches = spark.sql(f"SELECT r.name, s.committed_at FROM {t.meta('refs')} r JOIN "
+        branches = spark.sql(f"SELECT r.name, s.committed_at, s.summary FROM {t.meta('refs')} r JOIN "
                              f"{t.meta('snapshots')} s ON r.snapshot_id = s.snapshot_id "
                              f"WHERE r.type = 'BRANCH'").collect()
-        for name, committed_at in sorted(branches):
-            if name.startswith(BRANCH_PREFIX) and committed_at.timestamp() <= cutoff:
+        ended = runs_ended(spark, p)
+        for name, committed_at, summary in sorted(branches):
+            if not name.startswith(BRANCH_PREFIX):
+                continue
+            last_used = branch_last_used(name, committed_at, summary or {}, ended)
+            if last_used is None:
+                in_use.append(name)
+            elif last_used.timestamp() <= cutoff:
                 drop_branch(spark, t, name)
                 dropped.append(name)
     print(f"dropped {len(dropped)} audit branch(es) older than {p.cleanup_days:g} days from "
           f"{p.catalog}.{p.table}" + "".join(f"\n  {n}" for n in dropped))
+    if in_use:
+        print(f"kept {len(in_use)} audit branch(es) whose run may still be running (no ledger row yet):"
+              + "".join(f"\n  {n}" for n in in_use))
     return dropped
+
+
+def branch_last_used(name, committed_at, summary, ended):
+    """When an audit branch stopped changing. Its head's commit time only if that head is its own
+    run's snapshot: a branch just made at an old main, or resuming another run's snapshot, has an
+    old head while its run lives. Otherwise when the ledger says its run ended (`ended`: branch ->
+    finished_at); None if it does not say: the run may be running."""
+    written_by = summary.get(RUN_PROPERTY)
+    if written_by and name == f"{branch_prefix(summary.get(BATCH_PROPERTY, ''))}{written_by[:8]}":
+        return committed_at
+    return ended.get(name)
+
+
+def runs_ended(spark, p):
+    """{branch: when its run ended}, from the run ledger: a run writes its row, with its exit
+    code, as it ends."""
+    from pyspark.sql import functions as F
+    ledger = Ledger.of(spark, p)
+    if not ledger.exists():
+        return {}
+    rows = (ledger.runs().filter(F.col("branch").isNotNull() & F.col("exit_code").isNotNull())
+            .groupBy("branch").agg(F.max("finished_at").alias("finished_at")).collect())
+    return {r["branch"]: r["finished_at"] for r in rows if r["finished_at"] is not None}
 
 
 def suggest_checks(spark, p):
@@ -4709,7 +4783,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             fault_point("audit")
             if blocking_failures(report):
                 return audit_failed(report)
-            if report.rows_written == 0 and not report.rows_deleted:
+            if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
                 # neither a rerun nor --source_files new reads and quarantines it again
                 report.status = Status.QUARANTINED if report.rows_dropped else Status.NOTHING_TO_PUBLISH
@@ -4805,9 +4879,11 @@ def stage(spark, p, t, checks, report, batch, df):
     the write landed there. Returns the staged snapshot_info and the metrics observed on the write."""
     with timed(report, "write"):
         drop_branch(spark, t, batch.branch)  # a restage replaces this run's own earlier attempt
-        main = ref_id(iceberg_table(spark, t), "main")
+        table = iceberg_table(spark, t)
+        main = ref_id(table, "main")
+        retain = None
         if main is not None:  # on an empty table the write itself creates the branch
-            create_branch(spark, t, batch.branch, main, p.branch_retention_days)
+            retain = create_branch(spark, t, batch.branch, table.snapshot(main), p.branch_retention_days)
         since_ms = int(time.time() * 1000)
         fault_point("before_write")
         aggs = row_metrics(checks) if p.audit_source == "write" else None
@@ -4818,12 +4894,8 @@ def stage(spark, p, t, checks, report, batch, df):
             raise
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
-        if main is None:
+        if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
             set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
-        if p.mode == "merge":
-            counts = merge_counts(spark, p, t, df, staged["parent_id"])
-            report.rows_inserted, report.rows_updated, report.rows_deleted = (
-                counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
     return staged, observed_metrics(staged["summary"], observation)
 
 
@@ -4840,15 +4912,19 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
             report.rows_read, staged_id=staged["snapshot_id"])
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
-        if p.mode != "merge":
+        if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent
+            counts = merge_counts(spark, p, t, batch_df, staged["parent_id"])
+            report.rows_inserted, report.rows_updated, report.rows_deleted = (
+                counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
+        else:
             report.rows_inserted = int(staged["summary"].get("added-records", 0))
             report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
 
 
 def recheck_state(spark, p, t, checks, report, staged, ledger):
-    """After a rebase the rows are the audited ones, but main around them changed: re-run the
-    checks that look at the table."""
-    recheck = [c for c in checks if c.check in STATE_CHECKS and c.action != "drop"]
+    """After a rebase the rows are the audited ones, but main around them (and what else a check
+    reads: another table, the ledger) changed: re-run every check that reads more than the rows."""
+    recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     if recheck:
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
                                                           staged["parent_id"]),
@@ -4880,7 +4956,7 @@ def resume(spark, p, t, batch, table, main):
                 and summary.get(FINGERPRINT_PROPERTY) == batch.input_fingerprint
                 and summary.get(CONFIG_PROPERTY) == batch.config_fingerprint
                 and info["parent_id"] == main):
-            create_branch(spark, t, batch.branch, info["snapshot_id"], p.branch_retention_days)
+            create_branch(spark, t, batch.branch, table.snapshot(ref.snapshotId()), p.branch_retention_days)
             log.info("resuming batch %s from snapshot %s staged by run %s", batch.batch_id,
                      info["snapshot_id"], summary.get(RUN_PROPERTY))
             return info

@@ -107,6 +107,28 @@ def test_relationship_on_two_columns(wap, carriers):
     assert code == 3 and report.checks[0]["failing_rows"] == 3  # no (carrier, name) pair matches
 
 
+def test_relationship_is_audited_again_after_a_rebase(wap, spark, carriers, monkeypatch):
+    assert wap.run(ROWS[:1], checks=[])[0] == 0
+    check = {"check": "relationship", "column": "carrier", "to_table": carriers, "to_column": "code"}
+
+    def carrier_deleted_and_main_moved(step):  # after the audit passed, before the publish
+        if step == "audit":
+            spark.sql(f"DELETE FROM local.{carriers} WHERE code = 'UA'")
+            spark.sql(f"INSERT INTO {wap.sql} VALUES (50, 'AA', 5.0, 'new', 'q')")
+    monkeypatch.setattr(wap_etl, "fault_point", carrier_deleted_and_main_moved)
+    code, report = wap.run(ROWS[1:], checks=[check])
+    assert report.rebases == 1, "main moved: the audited rows were rebased"
+    assert code == 3 and report.status == "audit_failed"
+    assert result(report, "relationship_carrier")["failing_rows"] == 1
+    assert wap.ids() == [1, 50], "main holds none of the batch"
+
+
+def test_every_kind_of_check_says_what_it_reads_besides_the_rows():
+    assert set(wap_etl.CHECK_READS) == set(wap_etl.CHECK_PARAMS)
+    rereads = {kind for kind, reads in wap_etl.CHECK_READS.items() if reads}
+    assert rereads == {"unique", "primary_key", "sql", "relationship", "volume", "anomaly"}
+
+
 def test_relationship_to_a_missing_table_exits_2_before_writing(wap):
     check = {"check": "relationship", "column": "carrier", "to_table": f"{wap.ns}.nope"}
     code, report = wap.run(ROWS, checks=[check])

@@ -434,3 +434,40 @@ def test_guard_undoes_a_write_that_reached_main_when_wap_was_off_and_the_branch_
     code, report = wap.run(ROWS, checks=UNIQUE)
     assert code == 1 and "write.wap.enabled" in report.error and "taken off main" in report.error
     assert wap.ids() == [0], "the unaudited rows are off main"
+
+
+def crash_after_the_audit(step):
+    if step == "audit":
+        raise Crash("killed after the audit")
+
+
+CDC = {"mode": "merge", "merge_keys": "id", "delete_condition": "s.op = 'D'", "batch_id": "cdc1"}
+
+
+def test_a_resumed_delete_only_merge_publishes_its_deletes(wap):
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": i, "amount": float(i), "op": "D"} for i in (1, 2, 3)])
+    proc = wap.cli(path, env={"WAP_FAULT_AFTER": "audit"}, checks=[], **CDC)
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 137, out[-3000:]
+    (branch, staged), = [(n, s) for n, s in wap.refs().items() if n.startswith("audit_")]
+    code, report = wap.run(path, checks=[], **CDC)
+    assert code == 0 and report.status == "published", report.error
+    assert report.staged_snapshot == staged, "the crashed run's snapshot, resumed"
+    assert report.rows_deleted == 3 and (report.rows_inserted, report.rows_updated) == (0, 0)
+    assert wap.ids() == [4, 5] and wap.refs()["main"] == staged
+
+
+def test_a_resumed_upsert_merge_reports_the_counts_of_an_uninterrupted_run(wap, monkeypatch):
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": 1, "amount": 10.0, "op": "U"}, {"id": 2, "amount": 20.0, "op": "U"},
+                    {"id": 9, "amount": 9.0, "op": "I"}])
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
+    code, crashed = wap.run(path, checks=[], **CDC)
+    assert code == 1 and crashed.staged_snapshot is not None
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    code, resumed = wap.run(path, checks=[], **CDC)
+    assert code == 0 and resumed.status == "published" and resumed.staged_snapshot == crashed.staged_snapshot
+    counts = (resumed.rows_inserted, resumed.rows_updated, resumed.rows_deleted)
+    assert counts == (crashed.rows_inserted, crashed.rows_updated, crashed.rows_deleted) == (1, 2, 0)
+    assert {r["id"]: r["amount"] for r in wap.rows()} == {1: 10.0, 2: 20.0, 3: 3.0, 4: 4.0, 5: 5.0, 9: 9.0}

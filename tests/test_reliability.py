@@ -1,4 +1,5 @@
 """Retries, crashes and concurrent writers never duplicate, lose or half-publish a batch."""
+import json
 import time
 
 import pytest
@@ -164,6 +165,143 @@ def test_cleanup_drops_only_old_audit_branches(wap, spark, capsys):
     assert [n.rsplit("_", 1)[0] if n.startswith("audit_new_") else n for n in names] == [
         "audit_new", "audit_tag", "keep_me", "main"]
     assert "audit_old_" in capsys.readouterr().out
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_at(at):
+    def fault(step):
+        if step == at:
+            raise Crash(f"killed at {at}")
+    return fault
+
+
+def cleanup(wap, days):
+    return wap_etl.run(["--table", wap.table, "--catalog", "local",
+                        "--cleanup_branches_older_than_days", f"{days:.8f}"])[0]
+
+
+def expire_snapshots(wap):
+    """Iceberg's own expiry, as Glue's optimizer or an operator runs it: every snapshot older than
+    now that no ref keeps; a branch goes once its head is older than its retention."""
+    from datetime import datetime, timezone
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    wap.spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', "
+                  f"older_than => TIMESTAMP '{now}', retain_last => 1)")
+
+
+def retention_days(wap, branch):
+    age = wap.spark.sql(f"SELECT max_reference_age_in_ms FROM {wap.sql}.refs WHERE name = '{branch}'").first()
+    return None if age is None else age[0] / 86_400_000
+
+
+def age_the_table(wap, days):
+    """Make the table as it would be had it been written `days` ago: every commit time in its
+    metadata (snapshots, snapshot log, metadata log) moved back by `days`, committed as the next
+    metadata version. Iceberg and the job then read those times as they would a real old table's:
+    snapshot expiry ages refs by the real clock against them (RemoveSnapshots: now - head's
+    timestampMillis > max-ref-age), and commit times cannot be set any other way."""
+    jvm = wap.spark.sparkContext._jvm
+    ops = wap_etl.iceberg_table(wap.spark, wap_etl.TableRef("local", wap.ns, "orders")).operations()
+    base = ops.refresh()
+    metadata = json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(base))
+    shift = int(days * 86_400_000)
+    metadata["last-updated-ms"] -= shift
+    for entry in metadata.get("snapshots", []) + metadata.get("snapshot-log", []) + metadata.get("metadata-log", []):
+        entry["timestamp-ms"] -= shift
+    ops.commit(base, jvm.org.apache.iceberg.TableMetadataParser.fromJson(json.dumps(metadata)))
+
+
+def test_cleanup_keeps_the_branch_of_a_run_that_has_not_written_yet(wap, monkeypatch, capsys):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    monkeypatch.setattr(wap_etl, "fault_point", crash_at("before_write"))
+    code, ended = wap.run([{"id": 9, "amount": 9.0}], checks=[])  # its ledger row says it ended
+    assert code == 1 and ended.branch in audit_branches(wap)
+    time.sleep(1.5)  # main's head, where both branches were made, is older than the cleanup's limit
+    seen = {}
+
+    def cleanup_while_the_run_waits_to_write(step):
+        if step == "before_write":
+            seen["cleanup"] = cleanup(wap, 1 / 86400)
+            seen["after"] = audit_branches(wap)
+    monkeypatch.setattr(wap_etl, "fault_point", cleanup_while_the_run_waits_to_write)
+    code, report = wap.run(ROWS, checks=[])
+    assert seen == {"cleanup": 0, "after": [report.branch]}, "the ended run's branch went, the live one's stayed"
+    assert f"may still be running (no ledger row yet):\n  {report.branch}" in capsys.readouterr().out
+    assert code == 0 and report.status == "published" and wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
+def test_cleanup_and_expiry_under_a_resumed_run_leave_it_its_audited_snapshot(wap, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    path = wap.csv(ROWS)
+    monkeypatch.setattr(wap_etl, "fault_point", crash_at("audit"))
+    code, crashed = wap.run(path, checks=[], batch_id="b1")
+    assert code == 1
+    survived = []
+
+    def maintenance_while_the_resumed_run_publishes(step):
+        if step == "audit":
+            cleanup(wap, 0)  # the crashed run's branch goes: its head is its own, old
+            expire_snapshots(wap)  # the staged snapshot is kept only by the resumed run's branch
+            survived.extend(audit_branches(wap))
+    monkeypatch.setattr(wap_etl, "fault_point", maintenance_while_the_resumed_run_publishes)
+    code, report = wap.run(path, checks=[], batch_id="b1")
+    assert survived == [report.branch]
+    assert code == 0 and report.status == "published", report.error
+    assert report.staged_snapshot == crashed.staged_snapshot == wap.refs()["main"]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_branch_made_at_a_main_older_than_its_retention_outlives_snapshot_expiry(wap, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    age_the_table(wap, 3)  # main was last written three days ago
+    seen = {}
+
+    def expiry_before_the_write(step):
+        branch = next(iter(audit_branches(wap)), None)
+        if step == "before_write":
+            seen["made with"] = retention_days(wap, branch)
+            expire_snapshots(wap)  # a branch RETAIN 1 DAYS at a 3-day-old head would go here
+            seen["after expiry"] = audit_branches(wap)
+        if step == "audit":
+            seen["after the write"] = retention_days(wap, branch)
+    monkeypatch.setattr(wap_etl, "fault_point", expiry_before_the_write)
+    code, report = wap.run(ROWS, checks=[], branch_retention_days="1")
+    assert seen["after expiry"] == [report.branch]
+    assert seen["made with"] == 1 + 4, "a day from now: one day plus the head's age, rounded up"
+    assert seen["after the write"] == 1, "its head is this run's fresh snapshot: one day from it"
+    assert code == 0 and report.status == "published" and wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_resumed_branch_at_a_snapshot_older_than_its_retention_outlives_snapshot_expiry(wap, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    path = wap.csv(ROWS)
+    monkeypatch.setattr(wap_etl, "fault_point", crash_at("audit"))
+    code, crashed = wap.run(path, checks=[], batch_id="b1", branch_retention_days="1")
+    assert code == 1
+    age_the_table(wap, 3)  # the crashed run staged its snapshot three days ago
+    survived = []
+
+    def expiry_while_the_resumed_run_publishes(step):
+        if step == "audit":
+            expire_snapshots(wap)  # the crashed run's branch has run out; the resumed one must not
+            survived.extend(audit_branches(wap))
+    monkeypatch.setattr(wap_etl, "fault_point", expiry_while_the_resumed_run_publishes)
+    code, report = wap.run(path, checks=[], batch_id="b1", branch_retention_days="1")
+    assert survived == [report.branch]
+    assert code == 0 and report.status == "published", report.error
+    assert report.staged_snapshot == crashed.staged_snapshot == wap.refs()["main"]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_branch_gets_its_retention_counted_from_now_when_its_head_is_old():
+    day, now = 86_400_000, 1_000 * 86_400_000
+    assert wap_etl.retention_from_now(7, now - 2 * day, now) == 7, "outlives a day: as asked"
+    assert wap_etl.retention_from_now(7, now - int(6.5 * day), now) == 7 + 7
+    assert wap_etl.retention_from_now(1, now - 3 * 3_600_000, now) == 1
+    assert wap_etl.retention_from_now(1, now - 13 * 3_600_000, now) == 1 + 1
 
 
 def test_corrupt_source_file_exits_1_and_leaves_nothing(wap, spark, tmp_path):
