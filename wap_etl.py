@@ -1833,6 +1833,8 @@ def read_source(spark, p, table_schema=None, paths=None):
         message = first_line(e)
         if "PATH_NOT_FOUND" in message or "Path does not exist" in message:
             raise bad_input(f"--source_path: {message}") from None
+        if "COLUMN_ALREADY_EXISTS" in message:  # JSON keys that differ only in case, at any depth
+            raise bad_input(f"--source_path: duplicate column names ({message})") from None
         if "UNABLE_TO_INFER_SCHEMA" in message:
             raise bad_input(f"--source_path: no readable {p.source_format} data ({message})") from None
         if "CANNOT_MERGE" in message or "Failed to merge" in message:
@@ -1841,19 +1843,42 @@ def read_source(spark, p, table_schema=None, paths=None):
         raise
 
 
+UNSAFE_NAME_CHARACTERS = ".`<>:,"  # column references split on . and `; type strings on < > : ,
+
+
 def check_columns(df, what, raw_header=None):
-    """Column names Iceberg, Glue and SQL engines all carry: no duplicates (in any case), no dots,
-    backticks or control characters. `raw_header`: a CSV header line as written, since Spark
-    renames its duplicates to <name><position>."""
-    lowered = [n.lower() for n in (raw_header or df.columns)]
-    dupes = sorted({n for n in lowered if lowered.count(n) > 1})
-    if dupes:
-        raise bad_input(f"{what}: duplicate column name {', '.join(dupes)} "
-                        f"(columns: {', '.join(raw_header or df.columns)})")
-    for name in df.columns:
-        if "." in name or "`" in name or any(ord(ch) < 32 for ch in name):
-            raise bad_input(f"{what}: column {name!r} has a dot, backtick or control character, "
-                            "which Iceberg tables and SQL engines do not handle well; rename it")
+    """Column names Iceberg, Glue and SQL engines all carry, at every depth (fields of structs, in
+    arrays and maps too): no duplicates (in any case), no control characters nor any of
+    UNSAFE_NAME_CHARACTERS. `raw_header`: a CSV header line as written, since Spark renames its
+    duplicates to <name><position>."""
+    for path, names in struct_names(df.schema):
+        written = raw_header if raw_header and not path else names
+        lowered = [n.lower() for n in written]
+        dupes = sorted({n for n in lowered if lowered.count(n) > 1})
+        if dupes:
+            inside = f" in {'.'.join(path)!r}" if path else ""
+            raise bad_input(f"{what}: duplicate column name {', '.join(dupes)}{inside} "
+                            f"(columns: {', '.join(written)})")
+        for name in names:
+            if any(ch in UNSAFE_NAME_CHARACTERS or ord(ch) < 32 for ch in name):
+                raise bad_input(f"{what}: column {'.'.join(path + (name,))!r} has one of "
+                                f"{UNSAFE_NAME_CHARACTERS} or a control character, which Iceberg "
+                                "tables and SQL engines do not handle well; rename it")
+
+
+def struct_names(dtype, path=()):
+    """(path, field names) of every struct in a type: itself, and those nested in structs, arrays
+    (path element `element`) and maps (`key`, `value`)."""
+    from pyspark.sql import types as T
+    if isinstance(dtype, T.StructType):
+        yield path, dtype.names
+        for f in dtype.fields:
+            yield from struct_names(f.dataType, path + (f.name,))
+    elif isinstance(dtype, T.ArrayType):
+        yield from struct_names(dtype.elementType, path + ("element",))
+    elif isinstance(dtype, T.MapType):
+        yield from struct_names(dtype.keyType, path + ("key",))
+        yield from struct_names(dtype.valueType, path + ("value",))
 
 
 def csv_header(spark, p, source, paths):
@@ -2486,13 +2511,19 @@ def prepare_table(spark, p, t, plan):
 def add_columns(spark, t, fields):
     """Iceberg schemas are table-wide: the new columns appear (empty) on main right away."""
     spark.sql(f"ALTER TABLE {t.sql} ADD COLUMNS ("
-              + ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields) + ")")
+              + ", ".join(f"{quote(f.name)} {jvm_type(spark, f.dataType).sql()}" for f in fields) + ")")
     log.info("added columns %s to %s.%s", ", ".join(f.name for f in fields), t.catalog, t.ident)
 
 
 def ddl_of(spark, schema):
     """A Spark schema as column DDL, names quoted."""
-    return spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json()).toDDL()
+    return jvm_type(spark, schema).toDDL()
+
+
+def jvm_type(spark, dtype):
+    """Spark's JVM DataType of a Python one: its DDL (sql(), toDDL()) quotes field names at every
+    depth, where simpleString() writes them raw into the type string."""
+    return spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())
 
 
 def iceberg_table(spark, t):

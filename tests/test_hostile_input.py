@@ -1,5 +1,6 @@
 """A tour of hostile input: each case exits with its code, a one-line error naming the parameter,
 check or file, and writes nothing (no table, branch, column, quarantine or ledger)."""
+import json
 import os
 
 import pytest
@@ -154,3 +155,70 @@ def test_awkward_but_legal_column_names_are_published(wap, spark, columns):
     assert code == 0 and report.status == "published", report.error
     assert spark.table(wap.sql).columns == columns
     assert sorted(r[0] for r in spark.table(wap.sql).collect()) == [1, 2]
+
+
+# Nested field names reach the table's DDL when --schema_evolution add_columns adds a struct column.
+DDL_IN_A_NAME = "a:int>, injected string, z struct<q"
+NESTED = {  # a JSON record whose nested name is refused, and the column path the error names
+    "DDL in a struct field": ({"s": {DDL_IN_A_NAME: 1}}, f"'s.{DDL_IN_A_NAME}'"),
+    "struct in a struct": ({"s": {"t": {"x>y": 1}}}, "'s.t.x>y'"),
+    "struct in an array": ({"items": [{"sku,qty": 1}]}, "'items.element.sku,qty'"),
+    "array in a struct in an array": ({"o": [{"lines": [{"a.b": 1}]}]}, "'o.element.lines.element.a.b'"),
+    "backtick in a field": ({"s": {"a`b": 1}}, "'s.a`b'"),
+    "fields differing in case": ({"s": {"k": 1, "K": 2}}, "duplicate column names"),
+}
+
+
+def json_file(path, *records):
+    return write(path, "".join(json.dumps(r) + "\n" for r in records))
+
+
+def table_state(spark, wap):
+    return wap.refs(), spark.table(wap.sql).schema.json()
+
+
+@pytest.mark.parametrize("case", NESTED)
+def test_hostile_nested_field_name_exits_2_and_leaves_main_unchanged(wap, spark, case):
+    record, path = NESTED[case]
+    assert wap.run(json_file(wap.tmp / "day1.json", {"id": 1}), checks=NOT_NULL)[0] == 0
+    before = table_state(spark, wap)
+    code, report = wap.run(json_file(wap.tmp / "day2.json", dict({"id": 2}, **record)), checks=NOT_NULL,
+                           schema_evolution="add_columns")
+    assert code == 2 and "\n" not in report.error, report.error
+    assert "--source_path" in report.error and path in report.error, report.error
+    assert table_state(spark, wap) == before, "main's snapshot and schema are untouched"
+    assert spark.table(wap.sql).columns == ["id"] and wap.ids() == [1]
+
+
+def test_map_of_structs_with_a_hostile_field_name_exits_2(wap, spark):
+    assert wap.run(json_file(wap.tmp / "day1.json", {"id": 1}), checks=NOT_NULL)[0] == 0
+    before = table_state(spark, wap)
+    source = parquet(spark, wap.tmp / "map", [(2, {"k": (1,)})], f"id long, m map<string, struct<`{DDL_IN_A_NAME}`: int>>")
+    code, report = wap.run(source, checks=NOT_NULL, schema_evolution="add_columns")
+    assert code == 2 and f"'m.value.{DDL_IN_A_NAME}'" in report.error, report.error
+    assert table_state(spark, wap) == before
+
+
+def test_nested_struct_with_awkward_legal_names_is_added_as_a_column(wap, spark):
+    assert wap.run(json_file(wap.tmp / "day1.json", {"id": 1}), checks=NOT_NULL)[0] == 0
+    record = {"id": 2, "s": {"order id": 7, "größe": "xl", "select": {"deep name": True}},
+              "items": [{"item id": 5}, {"item id": 6}]}
+    code, report = wap.run(json_file(wap.tmp / "day2.json", record), checks=NOT_NULL,
+                           schema_evolution="add_columns")
+    assert code == 0 and report.status == "published", report.error
+    assert spark.table(wap.sql).columns == ["id", "items", "s"]  # JSON columns come sorted
+    [old, new] = wap.rows()
+    assert old["s"] is None and old["items"] is None
+    assert new["s"].asDict(recursive=True) == record["s"]
+    assert [i["item id"] for i in new["items"]] == [5, 6]
+
+
+def test_add_columns_quotes_nested_names_so_none_can_inject(wap, spark):
+    """Even a name the input checks would refuse is one field name in the DDL, never DDL."""
+    from pyspark.sql import types as T
+    assert wap.run(json_file(wap.tmp / "day1.json", {"id": 1}), checks=NOT_NULL)[0] == 0
+    t = wap_etl.TableRef("local", wap.ns, "orders")
+    column = T.StructField("s", T.StructType([T.StructField(DDL_IN_A_NAME, T.LongType())]))
+    wap_etl.add_columns(spark, t, [column])
+    schema = spark.table(wap.sql).schema
+    assert schema.names == ["id", "s"] and schema["s"].dataType.names == [DDL_IN_A_NAME]
