@@ -97,7 +97,8 @@ class Wap:
         name = name or f"batch{next(self._files)}.csv"
         return write_csv(self.tmp / "in" / name, rows, columns)
 
-    def args(self, source, **params):
+    def args(self, source, extra=(), **params):
+        """The job's argv: `--name value` for each param, then `extra` tokens as they are."""
         params.setdefault("table", self.table)
         params.setdefault("catalog", CATALOG)
         params.setdefault("warehouse", self.warehouse)
@@ -106,7 +107,7 @@ class Wap:
         for k, v in params.items():
             if v is not None:
                 argv += [f"--{k}", v if isinstance(v, str) else wap_etl.json.dumps(v)]
-        return argv
+        return argv + list(extra)
 
     def run(self, source, **params):
         """(exit code, report) of one in-process run; `source` is a path or a list of dict rows."""

@@ -215,6 +215,7 @@ class Params:
     suggest_format: str = "json"
     on_glue: bool = False
     glue_args: dict = field(default_factory=dict, repr=False)
+    secrets: tuple = field(default=(), repr=False)  # values no output may show (find_secrets)
 
 
 def on_glue(argv):
@@ -414,6 +415,25 @@ def check_catalog_is_safe(catalog, catalog_type, warehouse):
                         "--catalog_type glue")
 
 
+SECRET_PARAMS = ("slack_webhook_url",)  # parameters whose whole value is a secret
+# --source_options keys whose values are secrets: passwords, tokens, credentials, access and secret
+# keys (fs.s3a.secret.key, aws_secret_access_key, fs.azure.account.key.*, fs.azure.sas.*)
+SECRET_OPTION = re.compile(r"secret|passw(or)?d|pwd|token|credential|"
+                           r"(access|account|api|private|signing)[._-]?key|(^|[._-])sas([._-]|$)", re.I)
+URL_PASSWORD = re.compile(r"://[^/@\s:]*:([^/@\s]+)@")  # the password in scheme://user:password@host
+
+
+def find_secrets(raw, source_options):
+    """The run's secret values, longest first, for scrub(): secret parameters (and, of a URL, what
+    follows the host, which an HTTP error may quote alone), the values of secret-looking reader
+    options, and any password written into a URL."""
+    values = [raw[name] for name in SECRET_PARAMS if raw[name]]
+    values += [v.split("://", 1)[-1].partition("/")[2] for v in values]
+    values += [str(v) for k, v in source_options.items() if SECRET_OPTION.search(k)]
+    values += [m for v in raw.values() if isinstance(v, str) for m in URL_PASSWORD.findall(v)]
+    return tuple(sorted({v for v in values if v}, key=len, reverse=True))
+
+
 def parse_params(argv):
     """Validate every parameter up front: bad input must fail before anything is written."""
     raw, glue, glue_args = read_raw_args(argv)
@@ -510,7 +530,7 @@ def parse_params(argv):
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
         status=status and cleanup_days is None, html=raw["html"],
         suggest_checks=parse_bool("suggest_checks", raw["suggest_checks"]), suggest_format=suggest_format,
-        on_glue=glue, glue_args=glue_args)
+        on_glue=glue, glue_args=glue_args, secrets=find_secrets(raw, source_options))
 
 
 # =================================================================================================
@@ -4045,21 +4065,61 @@ def ledger_dict(row):
 def rerun_command(p, argv):
     """How to run this batch again, the way it was run."""
     if p.on_glue:  # Glue passes --name value pairs, plus its own job arguments
-        shown = redacted(argv)
+        shown = redacted(argv, p.secrets)
         pairs = dict(zip(shown[::2], shown[1::2]))
         arguments = {k: v for k, v in pairs.items()
                      if k.startswith("--") and k[2:] not in ("JOB_NAME", "JOB_ID", "JOB_RUN_ID")}
         return (f"aws glue start-job-run --job-name {shlex.quote(p.glue_args.get('JOB_NAME', 'wap_etl'))} "
                 f"--arguments {shlex.quote(json.dumps(arguments))}")
-    return "python wap_etl.py " + shlex.join(redacted(argv))
+    return "python wap_etl.py " + shlex.join(redacted(argv, p.secrets))
 
 
-SECRET_PARAMS = ("--slack_webhook_url",)
+def redacted(argv, secrets):
+    """The arguments with every secret value replaced, whatever its form: `--name value`,
+    `--name=value`, or inside --source_options' JSON (other keys stay readable)."""
+    return [scrub(a, secrets) for a in argv]
 
 
-def redacted(argv):
-    """The arguments with secrets (the Slack webhook URL) replaced, for reports and pages."""
-    return [("<redacted>" if i and argv[i - 1] in SECRET_PARAMS else a) for i, a in enumerate(argv)]
+REDACTED = "<redacted>"
+
+
+def scrub(text, secrets):
+    """The text with each secret value, as written or escaped inside JSON, replaced by REDACTED.
+    Text without a secret is returned as it is (a Status stays a Status)."""
+    for secret in secrets:
+        for form in (secret, json.dumps(secret)[1:-1]):
+            if form in text:
+                text = text.replace(form, REDACTED)
+    return text
+
+
+def scrubbed(value, secrets):
+    """A report value (text, or lists and dicts of them) with the secrets scrubbed at every depth.
+    Dict keys are names the job chose (fields, checks, columns) and are kept."""
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, list):
+        return [scrubbed(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: scrubbed(v, secrets) for k, v in value.items()}
+    return value
+
+
+class Scrubber(logging.Filter):
+    """On the job's logger: scrubs the run's secrets from every record, exception text included,
+    before any handler formats it."""
+
+    def __init__(self):
+        super().__init__()
+        self.secrets = ()
+
+    def filter(self, record):
+        if self.secrets:
+            record.msg, record.args = scrub(record.getMessage(), self.secrets), ()
+            if record.exc_info:
+                record.exc_text = scrub(logging.Formatter().formatException(record.exc_info), self.secrets)
+                record.exc_info = None
+        return True
 
 
 # The HTML pages: self-contained (inline CSS and SVG, no script, nothing from the network), so
@@ -4338,6 +4398,8 @@ def finish(report, p, ledger=None, history=None):
     """Log the report, then tell the outside world. The data is safe by now: a side channel that
     fails (no permission, endpoint down, timeout) is a warning, never a change of outcome."""
     report.finished_at = datetime.now(timezone.utc).isoformat()
+    if p is not None:  # before anything shows the report: log, ledger, files, alerts
+        vars(report).update(scrubbed(vars(report), p.secrets))
     log.info("WAP_REPORT %s", json.dumps(asdict(report), default=str))
     if report.checks:
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
@@ -4647,12 +4709,22 @@ def timed(report, step):
 
 
 def run(argv=None):
-    """Run the job; return (exit code, report). Never raises."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run the job; return (exit code, report). Never raises. Its log never shows a secret."""
+    scrubber = Scrubber()
+    log.addFilter(scrubber)
+    try:
+        return run_job(sys.argv[1:] if argv is None else list(argv), scrubber)
+    finally:
+        log.removeFilter(scrubber)
+
+
+def run_job(argv, scrubber):
+    """The run, its parameters' secrets handed to the log's scrubber as soon as they are known."""
     report = RunReport(started_at=datetime.now(timezone.utc).isoformat())
     p = glue_job = ledger = history = None
     try:
         p = parse_params(argv)
+        scrubber.secrets = p.secrets
         report.table, report.mode = f"{p.catalog}.{p.table}", p.mode
         report.rerun_command = rerun_command(p, argv)
         if p.status or p.cleanup_days is not None or p.suggest_checks:

@@ -193,7 +193,8 @@ def test_hostile_nested_field_name_exits_2_and_leaves_main_unchanged(wap, spark,
 def test_map_of_structs_with_a_hostile_field_name_exits_2(wap, spark):
     assert wap.run(json_file(wap.tmp / "day1.json", {"id": 1}), checks=NOT_NULL)[0] == 0
     before = table_state(spark, wap)
-    source = parquet(spark, wap.tmp / "map", [(2, {"k": (1,)})], f"id long, m map<string, struct<`{DDL_IN_A_NAME}`: int>>")
+    source = parquet(spark, wap.tmp / "map", [(2, {"k": (1,)})],
+                     f"id long, m map<string, struct<`{DDL_IN_A_NAME}`: int>>")
     code, report = wap.run(source, checks=NOT_NULL, schema_evolution="add_columns")
     assert code == 2 and f"'m.value.{DDL_IN_A_NAME}'" in report.error, report.error
     assert table_state(spark, wap) == before
