@@ -157,6 +157,18 @@ def wap(spark, warehouse, ns, tmp_path):
     return Wap(spark, warehouse, ns, tmp_path)
 
 
+@pytest.fixture
+def aws(monkeypatch):
+    """boto3 against moto in this process: no credentials or endpoint of the machine's."""
+    from moto import mock_aws
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        yield
+
+
 ORDERS = [
     {"id": 1, "customer": "ann", "amount": 10.5, "status": "new"},
     {"id": 2, "customer": "bob", "amount": 20.0, "status": "paid"},

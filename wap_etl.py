@@ -229,17 +229,69 @@ def on_glue(argv):
     return True
 
 
+# Glue passes its own job arguments beside ours (docs.aws.amazon.com/glue/latest/dg/
+# aws-glue-programming-etl-glue-arguments.html): --UPPER_CASE or --with-hyphens, some without a
+# value (--enable-metrics), and one whose value starts with -- itself (pip's --upgrade).
+GLUE_DASHED_VALUES = ("--python-modules-installer-option",)
+GLUE_LOWER_CASE_ARGS = ("--conf",)  # Glue's only argument spelled like ours
+WORKFLOW_ARGS = ("WORKFLOW_NAME", "WORKFLOW_RUN_ID")  # given when a Glue workflow runs the job
+# Lake Formation fine-grained access control reads only: no writes, no Spark session extensions
+# (docs.aws.amazon.com/glue/latest/dg/security-lf-enable-considerations.html).
+LF_FINE_GRAINED = "--enable-lakeformation-fine-grained-access"
+
+
+def split_glue_argv(argv):
+    """Glue's argv read left to right: ([(our name, value)], {Glue key: value or None}). Our
+    --name takes the next word (a bare boolean means true); a Glue key takes it unless it is a key."""
+    ours, glue, i = [], {}, 0
+    while i < len(argv):
+        key, value = argv[i], argv[i + 1] if i + 1 < len(argv) else None
+        takes = value is not None and (not value.startswith("--") or key in GLUE_DASHED_VALUES)
+        if key.startswith("--") and key[2:] in PARAMS:
+            if not takes and key[2:] not in BOOLEAN_PARAMS:
+                raise bad_input(f"{key}: expected a value")
+            ours.append((key[2:], value if takes else "true"))
+        elif key.startswith("--"):
+            glue[key] = value if takes else None
+        else:
+            takes = False  # a stray word: Glue passes none
+        i += 2 if takes else 1
+    return ours, glue
+
+
+def check_glue_args(glue):
+    """Refuse what Glue's parser would drop silently (a misspelled parameter of ours) and a job
+    set up for Lake Formation fine-grained access, under which this job cannot write."""
+    unknown = sorted(k for k in glue if re.fullmatch(r"--[a-z][a-z0-9_]*", k)
+                     and k not in GLUE_LOWER_CASE_ARGS)
+    if unknown:
+        raise bad_input(f"{unknown[0]}: unknown parameter (known: {', '.join('--' + n for n in PARAMS)})")
+    if LF_FINE_GRAINED in glue and str(glue[LF_FINE_GRAINED]).strip().lower() != "false":
+        raise bad_input(f"{LF_FINE_GRAINED}: Lake Formation fine-grained access control lets a Glue "
+                        "job read only (no writes through Lake Formation permissions, no Spark session "
+                        "extensions), and this job writes the table, its branches and its ledger with "
+                        "Iceberg's extensions; run it with IAM or Lake Formation full-table access (README)")
+
+
+def read_glue_args(argv):
+    """Our parameters and Glue's run arguments through Glue's own parser, handed each argument as
+    one `--key=value` word so that no value (--upgrade, a --conf list) is taken for a key."""
+    from awsglue.utils import GlueArgumentError, getResolvedOptions
+    ours, glue = split_glue_argv(argv)
+    check_glue_args(glue)
+    words = [f"--{n}={v}" for n, v in ours] + [k if v is None else f"{k}={v}" for k, v in glue.items()]
+    wanted = sorted({n for n, _ in ours}) + ["JOB_NAME"] + [n for n in WORKFLOW_ARGS if f"--{n}" in glue]
+    try:  # JOB_ID, JOB_RUN_ID, --TempDir and the bookmark options Glue's parser always reads
+        resolved = getResolvedOptions(["wap_etl.py"] + words, wanted)
+    except GlueArgumentError as e:
+        raise bad_input(f"job arguments: {e}") from None
+    return {n: resolved.get(n, default) for n, (default, _) in PARAMS.items()}, resolved
+
+
 def read_raw_args(argv):
     """Parse `--name value` pairs with Glue's own parser on Glue, argparse elsewhere."""
     if on_glue(argv):
-        from awsglue.utils import getResolvedOptions
-        unknown = sorted({a for a in argv if re.fullmatch(r"--[a-z][a-z0-9_]*", a)
-                          and a[2:] not in PARAMS and a != "--conf"})
-        if unknown:  # Glue's own options are --UPPER_CASE or --with-hyphens
-            raise bad_input(f"{unknown[0]}: unknown parameter (known: {', '.join('--' + n for n in PARAMS)})")
-        present = [n for n in PARAMS if f"--{n}" in argv]
-        resolved = getResolvedOptions(["wap_etl.py"] + list(argv), present + ["JOB_NAME"])
-        raw = {n: resolved.get(n, default) for n, (default, _) in PARAMS.items()}
+        raw, resolved = read_glue_args(argv)
         return raw, True, resolved
     import argparse
 
@@ -306,6 +358,40 @@ def parse_table_name(name, value):
         raise bad_input(f"{what}: expected namespace.table, got {value!r}"
                         + (" (the catalog goes in --catalog)" if len(parts) == 3 else ""))
     return check_identifier(what, parts[0]), check_identifier(what, parts[1])
+
+
+# The Glue Data Catalog's names as Iceberg 1.7.1's GlueCatalog checks them before any call
+# (IcebergToGlueConverter: ^[a-z0-9_]{1,252}$ for a database, ^[a-z0-9_]{1,255}$ for a table).
+GLUE_NAME_LIMITS = {"database": 252, "table": 255}
+
+
+def check_glue_name(what, namespace, name):
+    """Refuse up front a name Glue would refuse in the middle of the write (`Shop.Orders`)."""
+    for kind, value in (("database", namespace), ("table", name)):
+        limit = GLUE_NAME_LIMITS[kind]
+        if not re.fullmatch(r"[a-z0-9_]+", value) or len(value) > limit:
+            hint = f"; use {value.lower()!r}" if re.fullmatch(r"[a-z0-9_]+", value.lower()) else ""
+            raise bad_input(f"{what}: {kind} name {value!r} is not allowed in the Glue Data Catalog "
+                            f"(1-{limit} lower-case letters, digits and _){hint}")
+
+
+def check_glue_tables(namespace, table_name, runs_namespace, runs_name, runs_given):
+    """Every table a run writes to a Glue catalog: the target, its quarantine and its ledger."""
+    runs_what = "--runs_table" if runs_given else "--table (its run ledger, see --runs_table)"
+    for what, ns, name in (("--table", namespace, table_name),
+                           ("--table (its quarantine table)", namespace, f"{table_name}_quarantine"),
+                           (runs_what, runs_namespace, runs_name)):
+        check_glue_name(what, ns, name)
+
+
+def check_glue_references(p, specs, checks):
+    """The tables checks read (a relationship's to_table) live in the same Glue catalog."""
+    if p.catalog_type != "glue":
+        return
+    for i, (spec, c) in enumerate(zip(specs, checks)):
+        if c.to_table:
+            check_glue_name(f"check #{i + 1} ({json.dumps(spec.get('name') or c.check)}): to_table",
+                            *c.to_table.split("."))
 
 
 def split_s3(uri):
@@ -470,6 +556,8 @@ def parse_params(argv):
     catalog_type = raw["catalog_type"] or ("glue" if glue else "hadoop")
     if catalog_type not in ("glue", "hadoop"):
         raise bad_input(f"--catalog_type: expected glue or hadoop, got {catalog_type!r}")
+    if catalog_type == "glue":
+        check_glue_tables(namespace, table_name, runs_namespace, runs_name, bool(raw["runs_table"]))
     warehouse = raw["warehouse"] or ("./warehouse" if catalog_type == "hadoop" else None)
     check_catalog_is_safe(catalog, catalog_type, warehouse)
     if catalog_type == "hadoop" and "://" not in warehouse:
@@ -1756,6 +1844,9 @@ def catalog_conf(p):
     if p.catalog_type == "glue":
         conf[f"{prefix}.catalog-impl"] = "org.apache.iceberg.aws.glue.GlueCatalog"
         conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+        # Every commit is a Glue UpdateTable, several per run: archiving each replaced version
+        # would use up Glue's quota of table versions. Iceberg 1.7.1's default too; said here.
+        conf[f"{prefix}.glue.skip-archive"] = "true"
     else:
         conf[f"{prefix}.type"] = "hadoop"
     if p.warehouse:
@@ -4064,11 +4155,11 @@ def ledger_dict(row):
 
 def rerun_command(p, argv):
     """How to run this batch again, the way it was run."""
-    if p.on_glue:  # Glue passes --name value pairs, plus its own job arguments
-        shown = redacted(argv, p.secrets)
-        pairs = dict(zip(shown[::2], shown[1::2]))
-        arguments = {k: v for k, v in pairs.items()
-                     if k.startswith("--") and k[2:] not in ("JOB_NAME", "JOB_ID", "JOB_RUN_ID")}
+    if p.on_glue:  # our parameters and Glue's own job arguments, less those of this one run
+        ours, glue = split_glue_argv(redacted(argv, p.secrets))
+        arguments = {k: v or "" for k, v in glue.items()
+                     if k[2:] not in ("JOB_NAME", "JOB_ID", "JOB_RUN_ID") + WORKFLOW_ARGS}
+        arguments.update((f"--{n}", v) for n, v in ours)
         return (f"aws glue start-job-run --job-name {shlex.quote(p.glue_args.get('JOB_NAME', 'wap_etl'))} "
                 f"--arguments {shlex.quote(json.dumps(arguments))}")
     return "python wap_etl.py " + shlex.join(redacted(argv, p.secrets))
@@ -4412,9 +4503,12 @@ def finish(report, p, ledger=None, history=None):
          lambda: log.info("report written to %s", write_report(report, p))),
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
         ("Slack alert", alert and p.slack_webhook_url, lambda: send_slack(report, p.slack_webhook_url)),
-        ("CloudWatch metrics", p.cloudwatch_namespace, lambda: put_metrics(report, p.cloudwatch_namespace)),
+        ("CloudWatch metrics", p.cloudwatch_namespace,
+         lambda: put_metrics(report, p.cloudwatch_namespace, p.glue_args)),
         ("EventBridge event", report.status is Status.PUBLISHED and p.event_bus_name,
          lambda: put_event(report, p.event_bus_name)),
+        ("Glue workflow run properties", all(p.glue_args.get(n) for n in WORKFLOW_ARGS),
+         lambda: put_workflow_properties(report, p)),
     ]
     for name, wanted, send in channels:
         if wanted:
@@ -4467,9 +4561,20 @@ def send_slack(report, url):
             raise RuntimeError(f"Slack answered HTTP {response.status}")
 
 
-def put_metrics(report, namespace):
+def metric_dimensions(report, glue_args):
+    """Table alone, and on Glue also as Glue's own job metrics are cut: JobName with the JobRunId,
+    and with JobRunId ALL for alarms across runs (docs.aws.amazon.com/glue/latest/dg/
+    monitoring-awsglue-with-cloudwatch-metrics.html)."""
+    table = {"Name": "Table", "Value": report.table or "-"}
+    job = (glue_args or {}).get("JOB_NAME")
+    if not job:
+        return [[table]]
+    return [[table]] + [[{"Name": "JobName", "Value": job}, {"Name": "JobRunId", "Value": run}, table]
+                        for run in (glue_args.get("JOB_RUN_ID") or "-", "ALL")]
+
+
+def put_metrics(report, namespace, glue_args=None):
     import boto3
-    dims = [{"Name": "Table", "Value": report.table or "-"}]
     failed = sum(1 for c in report.checks if blocks(c))
     values = [("RowsWritten", report.rows_written or 0, "Count"),
               ("RowsDropped", report.rows_dropped or 0, "Count"),
@@ -4478,7 +4583,25 @@ def put_metrics(report, namespace):
               ("Published", 1 if report.status is Status.PUBLISHED else 0, "Count")]
     boto3.client("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[
         {"MetricName": name, "Dimensions": dims, "Value": float(value), "Unit": unit}
-        for name, value, unit in values])
+        for dims in metric_dimensions(report, glue_args) for name, value, unit in values])
+
+
+def workflow_properties(report, p):
+    """What the next job of a Glue workflow needs to act on this run, under keys named by the
+    table (one workflow may load several): wap_etl.<namespace>.<table>.<field>."""
+    on_main = report.status in (Status.PUBLISHED, Status.ALREADY_PUBLISHED)
+    fields = {"batch_id": report.batch_id, "run_id": report.run_id, "status": report.status,
+              "exit_code": report.exit_code, "staged_snapshot": report.staged_snapshot,
+              "published_snapshot": report.main_snapshot_after if on_main else None}
+    return {f"wap_etl.{p.table}.{k}": "" if v is None else str(v) for k, v in fields.items()}
+
+
+def put_workflow_properties(report, p):
+    """PutWorkflowRunProperties on the workflow run that started this job."""
+    import boto3
+    boto3.client("glue").put_workflow_run_properties(
+        Name=p.glue_args["WORKFLOW_NAME"], RunId=p.glue_args["WORKFLOW_RUN_ID"],
+        RunProperties=workflow_properties(report, p))
 
 
 def put_event(report, bus_name):
@@ -4737,6 +4860,7 @@ def run_job(argv, scrubber):
                 cleanup_branches(spark, p)
             return EXIT_OK, None
         checks = parse_checks(p.checks)
+        check_glue_references(p, p.checks, checks)
         with timed(report, "session"):
             spark, glue_job = create_session(p)
         ledger, history = Ledger.of(spark, p), History()

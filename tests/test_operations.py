@@ -7,23 +7,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import boto3
 import pytest
-from moto import mock_aws
 
 import wap_etl
 
 ROWS = [{"id": 1, "amount": 5.0}, {"id": 2, "amount": 6.0}]
 BAD = [{"id": 3, "amount": -1.0}]
 POSITIVE = [{"check": "between", "column": "amount", "min": 0}]
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        yield
 
 
 def queue_for(sqs, name):
