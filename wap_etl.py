@@ -268,7 +268,7 @@ def check_glue_args(glue):
         raise bad_input(f"{unknown[0]}: unknown parameter (known: {', '.join('--' + n for n in PARAMS)})")
     if LF_FINE_GRAINED in glue and str(glue[LF_FINE_GRAINED]).strip().lower() != "false":
         raise bad_input(f"{LF_FINE_GRAINED}: Lake Formation fine-grained access control lets a Glue "
-                        "job read only (no writes through Lake Formation permissions, no Spark session "
+                        "5.0 job read only (no writes through Lake Formation permissions, no Spark session "
                         "extensions), and this job writes the table, its branches and its ledger with "
                         "Iceberg's extensions; run it with IAM or Lake Formation full-table access (README)")
 
