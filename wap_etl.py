@@ -252,6 +252,10 @@ def split_glue_argv(argv):
                 raise bad_input(f"{key}: expected a value")
             ours.append((key[2:], value if takes else "true"))
         elif key.startswith("--"):
+            meant = key[2:].split("=", 1)[0].lower().replace("-", "_")
+            if meant in PARAMS:  # Glue's parser would drop it silently
+                raise bad_input(f"{key.split('=', 1)[0]}: write it as --{meant} with its value as a "
+                                "separate argument (Glue's parser ignores any other spelling)")
             glue[key] = value if takes else None
         else:
             takes = False  # a stray word: Glue passes none
@@ -505,11 +509,22 @@ SECRET_PARAMS = ("slack_webhook_url",)  # parameters whose whole value is a secr
 # --source_options keys whose values are secrets: passwords, tokens, credentials, access and secret
 # keys (fs.s3a.secret.key, aws_secret_access_key, fs.azure.account.key.*, fs.azure.sas.*)
 SECRET_OPTION = re.compile(r"secret|passw(or)?d|pwd|token|credential|"
-                           r"(access|account|api|private|signing)[._-]?key|(^|[._-])sas([._-]|$)", re.I)
+                           r"(access|account|api|private|signing|encryption)[._-]?key|(^|[._-])sas([._-]|$)", re.I)
 URL_PASSWORD = re.compile(r"://[^/@\s:]*:([^/@\s]+)@")  # the password in scheme://user:password@host
 
 
-def find_secrets(raw, source_options):
+def argv_secrets(argv):
+    """Secrets anywhere in the command line, Glue's own run arguments included: URL passwords (an
+    --index-url with a token) and the values of secret-looking settings (key=value, as in --conf)."""
+    values = [m for v in argv for m in URL_PASSWORD.findall(v)]
+    for text in argv:
+        for key, value in re.findall(r"([\w.-]+)=([^\s,;]+)", text):
+            if SECRET_OPTION.search(key):
+                values.append(value)
+    return values
+
+
+def find_secrets(raw, source_options, argv=()):
     """The run's secret values, longest first, for scrub(): secret parameters (and, of a URL, what
     follows the host, which an HTTP error may quote alone), the values of secret-looking reader
     options, and any password written into a URL."""
@@ -517,6 +532,7 @@ def find_secrets(raw, source_options):
     values += [v.split("://", 1)[-1].partition("/")[2] for v in values]
     values += [str(v) for k, v in source_options.items() if SECRET_OPTION.search(k)]
     values += [m for v in raw.values() if isinstance(v, str) for m in URL_PASSWORD.findall(v)]
+    values += argv_secrets(argv)
     return tuple(sorted({v for v in values if v}, key=len, reverse=True))
 
 
@@ -618,7 +634,7 @@ def parse_params(argv):
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
         status=status and cleanup_days is None, html=raw["html"],
         suggest_checks=parse_bool("suggest_checks", raw["suggest_checks"]), suggest_format=suggest_format,
-        on_glue=glue, glue_args=glue_args, secrets=find_secrets(raw, source_options))
+        on_glue=glue, glue_args=glue_args, secrets=find_secrets(raw, source_options, argv))
 
 
 # =================================================================================================
@@ -2172,7 +2188,8 @@ def fingerprint_config(p, checks):
         transform_code = code.co_code.hex() + repr(code.co_consts) + repr(code.co_names)
     config = {"checks": [asdict(c) for c in checks], "transform": transform_code, "mode": p.mode,
               "merge_keys": p.merge_keys, "delete_condition": p.delete_condition,
-              "source_format": p.source_format, "source_options": p.source_options,
+              "source_format": p.source_format,  # secret reader options decide no rows
+              "source_options": {k: v for k, v in p.source_options.items() if not SECRET_OPTION.search(k)},
               "source_schema": p.source_schema, "source_files": p.source_files,
               "schema_evolution": p.schema_evolution, "partition_by": p.partition_by}
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
@@ -4172,6 +4189,9 @@ def redacted(argv, secrets):
 
 
 REDACTED = "<redacted>"
+# What exactly-once matches on: never scrubbed (a short secret inside one would change the batch)
+IDENTITY_FIELDS = ("batch_id", "run_id", "input_files", "input_file_ids", "input_fingerprint",
+                   "config_fingerprint", "table_uuid", "status", "table", "branch")
 
 
 def scrub(text, secrets):
@@ -4490,7 +4510,8 @@ def finish(report, p, ledger=None, history=None):
     fails (no permission, endpoint down, timeout) is a warning, never a change of outcome."""
     report.finished_at = datetime.now(timezone.utc).isoformat()
     if p is not None:  # before anything shows the report: log, ledger, files, alerts
-        vars(report).update(scrubbed(vars(report), p.secrets))
+        vars(report).update({k: scrubbed(v, p.secrets) for k, v in vars(report).items()
+                             if k not in IDENTITY_FIELDS})
     log.info("WAP_REPORT %s", json.dumps(asdict(report), default=str))
     if report.checks:
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
@@ -4592,7 +4613,8 @@ def workflow_properties(report, p):
     on_main = report.status in (Status.PUBLISHED, Status.ALREADY_PUBLISHED)
     fields = {"batch_id": report.batch_id, "run_id": report.run_id, "status": report.status,
               "exit_code": report.exit_code, "staged_snapshot": report.staged_snapshot,
-              "published_snapshot": report.main_snapshot_after if on_main else None}
+              "published_snapshot": (report.main_snapshot_after if report.status is Status.PUBLISHED
+                                     else report.staged_snapshot if on_main else None)}
     return {f"wap_etl.{p.table}.{k}": "" if v is None else str(v) for k, v in fields.items()}
 
 
@@ -4726,11 +4748,17 @@ def branch_last_used(name, committed_at, summary, ended):
     """When an audit branch stopped changing. Its head's commit time only if that head is its own
     run's snapshot: a branch just made at an old main, or resuming another run's snapshot, has an
     old head while its run lives. Otherwise when the ledger says its run ended (`ended`: branch ->
-    finished_at); None if it does not say: the run may be running."""
+    finished_at); None if it does not say: the run may be running. A branch its run wrote is aged
+    by that write once the ledger says the run ended (between its write and its ledger row a run is
+    alive: auditing, publishing)."""
     written_by = summary.get(RUN_PROPERTY)
-    if written_by and name == f"{branch_prefix(summary.get(BATCH_PROPERTY, ''))}{written_by[:8]}":
-        return committed_at
-    return ended.get(name)
+    own_head = written_by and name == f"{branch_prefix(summary.get(BATCH_PROPERTY, ''))}{written_by[:8]}"
+    if own_head and (name in ended or time.time() - committed_at.timestamp() > LIVE_RUN_SECONDS):
+        return committed_at  # its run ended, or wrote longer ago than any run lives (it crashed)
+    return None if own_head else ended.get(name)
+
+
+LIVE_RUN_SECONDS = 2 * 86400  # Glue's default job timeout is 48 hours: no run lives longer
 
 
 def runs_ended(spark, p):
@@ -5013,7 +5041,8 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
                 # neither a rerun nor --source_files new reads and quarantines it again
-                report.status = Status.QUARANTINED if report.rows_dropped else Status.NOTHING_TO_PUBLISH
+                report.status = (Status.QUARANTINED if report.rows_dropped and p.publish
+                                 else Status.NOTHING_TO_PUBLISH)  # --publish false consumes nothing
                 report.main_snapshot_after = staged["parent_id"]
                 if report.quarantine_table:
                     side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))
@@ -5089,6 +5118,10 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     report.main_snapshot_after = found.snapshot_id if ours else main
     report.staged_snapshot = found.snapshot_id
     if ours:
+        return EXIT_OK
+    if staged is not None and found.snapshot_id == staged["snapshot_id"]:
+        log.info("batch %s: another run published this run's staged snapshot %s", batch.batch_id,
+                 found.snapshot_id)  # its quarantined rows went with it; its publisher records it
         return EXIT_OK
     side_effect("run ledger", lambda: ledger.complete([found]))
     if staged is not None:

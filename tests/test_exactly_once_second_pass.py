@@ -219,3 +219,13 @@ def test_a_batch_whose_rows_were_all_quarantined_is_consumed_once_and_alerts(wap
         server.shutdown()
     assert wap.ids() == [0]
     assert sorted(r["id"] for r in spark.table(f"{wap.sql}_quarantine").collect()) == [1, 2]
+
+
+def test_a_staged_only_run_whose_rows_were_all_quarantined_consumes_nothing(wap, spark):
+    path = wap.csv([{"id": 1, "amount": -1.0}, {"id": 2, "amount": 2.0}])
+    too_strict = [{"check": "between", "column": "amount", "min": 5, "action": "drop"}]
+    code, report = wap.run(path, checks=too_strict, publish="false")
+    assert code == 0 and report.status == "nothing_to_publish" and report.rows_dropped == 2
+    code, report = wap.run(path, checks=[{"check": "not_null", "column": "id"}])
+    assert code == 0 and report.status == "published", "the corrected run loads the batch"
+    assert wap.ids() == [1, 2]

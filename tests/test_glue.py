@@ -271,3 +271,22 @@ def test_glue_metrics_carry_job_name_job_run_id_and_table(wap, glue, aws):
     assert rows_written(job, {"Name": "JobRunId", "Value": "jr_1"}, table) == [2.0]
     assert rows_written(job, {"Name": "JobRunId", "Value": "ALL"}, table) == [2.0]
     assert rows_written(table) == [2.0]  # alarms on the table alone keep working
+
+
+@pytest.mark.parametrize("spelling", ["--delete-condition", "--Delete_Condition", "--delete_condition=s.op = 'D'"])
+def test_a_parameter_of_ours_spelled_as_glue_would_drop_it_exits_2(source, no_session, spelling):
+    argv = ["--JOB_NAME", "j", "--source_path", source, "--table", "shop.orders", "--mode", "merge",
+            "--merge_keys", "id", spelling] + ([] if "=" in spelling else ["s.op = 'D'"])
+    code, report = wap_etl.run(argv)
+    assert code == 2 and "--delete_condition" in report.error and "separate argument" in report.error
+
+
+def test_a_token_in_a_glue_argument_never_reaches_the_rerun_command(source):
+    argv = ["--JOB_NAME", "j", "--python-modules-installer-option",
+            "--index-url https://aws:TOKEN-S3CR3T@repo.example/simple", "--conf",
+            "spark.hadoop.fs.s3a.secret.key=KEY-S3CR3T --conf spark.sql.shuffle.partitions=4",
+            "--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop"]
+    p = wap_etl.parse_params(argv)
+    command = wap_etl.rerun_command(p, argv)
+    assert "S3CR3T" not in command and "<redacted>" in command
+    assert "spark.sql.shuffle.partitions=4" in command

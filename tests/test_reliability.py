@@ -329,3 +329,19 @@ def test_batch_missing_a_required_column_exits_2(wap, spark):
     code, report = wap.run([{"amount": 1.0}], checks=[])
     assert code == 2 and "required column 'id'" in report.error
     assert wap.refs() == {}
+
+
+def test_cleanup_keeps_the_branch_of_a_run_that_wrote_and_is_still_auditing(wap, monkeypatch, capsys):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    kept = []
+
+    def cleanup_while_auditing(step):  # the branch is headed by this run's own, fresh snapshot
+        if step == "audit" and not kept:
+            time.sleep(1.1)
+            kept.append(cleanup(wap, 1 / 86400))  # one second: older than that, were the run over
+            kept.append(sorted(n for n in wap.refs() if n.startswith("audit_")))
+    monkeypatch.setattr(wap_etl, "fault_point", cleanup_while_auditing)
+    code, report = wap.run(ROWS, checks=[])
+    assert kept[0] == 0 and kept[1] == [report.branch], "the live run's branch survived the clean-up"
+    assert code == 0 and report.status == "published", report.error
+    assert "may still be running" in capsys.readouterr().out

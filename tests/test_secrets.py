@@ -125,3 +125,22 @@ def test_secret_looking_reader_options_are_secrets_and_others_stay_readable(tmp_
     options = json.loads(wap_etl.shlex.split(rerun)[argv.index("--source_options") + 3])
     assert options == {**{k: "<redacted>" for k in SECRET_OPTIONS}, **PLAIN_OPTIONS}
     assert "s3://user:<redacted>@bucket/w" in rerun
+
+
+def test_secret_reader_options_are_not_part_of_the_config_fingerprint(tmp_path):
+    from conftest import write_csv
+    source = write_csv(tmp_path / "in" / "orders.csv", [{"id": 1}])
+    fingerprints = set()
+    for password in ("first-password", "rotated-password"):
+        p = wap_etl.parse_params(["--source_path", source, "--table", "shop.orders",
+                                  "--source_options", wap_etl.json.dumps({"password": password})])
+        fingerprints.add(wap_etl.fingerprint_config(p, wap_etl.parse_checks(p.checks)))
+    assert len(fingerprints) == 1, "rotating a key neither leaks into the fingerprint nor stops a resume"
+
+
+def test_a_secret_inside_the_batch_id_is_not_scrubbed_from_the_ledger(wap, spark):
+    code, report = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="day-abc123",
+                           source_options={"password": "abc123"})
+    assert code == 0 and report.batch_id == "day-abc123"
+    row, = spark.table(f"{wap.sql}_wap_runs").collect()
+    assert row["batch_id"] == "day-abc123", "identities are never rewritten"
