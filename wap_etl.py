@@ -3854,7 +3854,10 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
     operations = iceberg_table(spark, t).operations()
     metadata = operations.refresh()
     main = ref_id(metadata, "main")
-    on_main = already_on_main(consumed_publishes(spark, t, ledger, history, metadata), batch)
+    try:
+        on_main = already_on_main(consumed_publishes(spark, t, ledger, history, metadata), batch)
+    except WapError as e:  # a concurrent run loaded this input meanwhile: not bad input any more,
+        raise WapError(f"publish: {e}; the audited batch is kept on branch {batch.branch}") from None
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
     if main == staged["parent_id"]:
@@ -3958,7 +3961,8 @@ def swap_main(spark, batch, decision, staged_id, ledger, history):
     staged = base.snapshot(staged_id)
     record = {"run_id": batch.run_id, "batch_id": batch.batch_id, "snapshot_id": staged_id,
               "parent_id": staged.parentId(), "timestamp_ms": staged.timestampMillis(),
-              "input_fingerprint": batch.input_fingerprint}
+              "input_fingerprint": batch.input_fingerprint, "input_files": batch.input_files,
+              "file_ids": batch.file_ids}  # what it consumed, should its snapshot expire unrecorded
     jvm = spark.sparkContext._jvm
     properties = jvm.java.util.HashMap()
     properties.put(PUBLISH_PROPERTY, json.dumps(record))

@@ -183,6 +183,7 @@ def test_every_publish_records_what_it_consumed_whichever_mode(wap, spark, where
         ids = wap_etl.json.loads(summary.get("wap.input_file_ids"))
         last = wap_etl.last_publish(t)
         assert (last.run_id, last.snapshot_id) == (report.run_id, report.main_snapshot_after)
+        assert (list(last.input_files), list(last.file_ids)) == (files, ids)
     assert files == [f"file://{path}"] and len(ids) == 1
 
 
@@ -229,3 +230,19 @@ def test_a_staged_only_run_whose_rows_were_all_quarantined_consumes_nothing(wap,
     code, report = wap.run(path, checks=[{"check": "not_null", "column": "id"}])
     assert code == 0 and report.status == "published", "the corrected run loads the batch"
     assert wap.ids() == [1, 2]
+
+
+def test_new_files_of_a_killed_publish_are_not_reloaded_after_other_commits_and_expiry(wap, spark, tmp_path):
+    folder = tmp_path / "incoming"
+    write_csv(folder / "day0.csv", [{"id": 0, "amount": 0.0}])
+    assert wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")[0] == 0
+    write_csv(folder / "day1.csv", [{"id": 1, "amount": 1.0}])
+    killed_after_the_publish(wap, str(folder), source_files="new", source_format="csv")
+    for i in (60, 61):  # two commits by another engine: the ancestry no longer reaches day1's publish
+        spark.sql(f"INSERT INTO {wap.sql} VALUES ({i}, 6.0)")
+    expire_all_but_the_last(spark, wap)
+    write_csv(folder / "day2.csv", [{"id": 2, "amount": 2.0}])
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 0 and report.status == "published", report.error
+    assert [os.path.basename(f) for f in report.input_files] == ["day2.csv"]
+    assert wap.ids() == [0, 1, 2, 60, 61]
