@@ -2104,6 +2104,13 @@ def select_source_files(spark, p, t, ledger, history):
     return [f for f in list_source_files(spark, p.source_path) if normalize_path(f) not in consumed]
 
 
+def input_files(df):
+    """The files a DataFrame reads, spelled as Hadoop lists them (Spark's inputFiles() are
+    URL-encoded: a space is %20), so both --source_files modes record one path per file."""
+    from urllib.parse import unquote
+    return [unquote(f) for f in df.inputFiles()]
+
+
 def normalize_path(path):
     """One spelling per file, whichever alias reached it: s3a:// and s3n:// are s3://, and a local
     file is file:///path."""
@@ -2139,19 +2146,18 @@ def identify_input(spark, paths):
 
 
 def s3_etags(paths):
-    """{s3 path: (size, ETag)}, from one listing per bucket and common prefix."""
+    """{s3 path: (size, ETag)}, from one listing per folder (one object: its own key)."""
     found = {}
     if not paths:
         return found
     import boto3
     client = boto3.client("s3")
-    by_bucket = {}
+    by_folder = {}
     for path in paths:
         bucket, key = split_s3(path)
-        by_bucket.setdefault(bucket, []).append(key)
-    for bucket, keys in by_bucket.items():
-        prefix = os.path.commonprefix(keys)
-        prefix = prefix[:prefix.rfind("/") + 1] if len(keys) > 1 else keys[0]
+        by_folder.setdefault((bucket, key[:key.rfind("/") + 1]), []).append(key)
+    for (bucket, folder), keys in by_folder.items():
+        prefix = folder if len(keys) > 1 else keys[0]
         wanted = set(keys)
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
@@ -2304,12 +2310,16 @@ class Mark:
     file_ids: tuple = ()
     input_fingerprint: str = None
     status: str = "published"  # a ledger publish, or "quarantined": every row dropped, files consumed
+    source_id: int = None  # a cherry-picked or rebased copy: the snapshot it re-commits
+    recorded: bool = True  # False: this job's snapshot on main with no publish record (unaudited)
 
 
 def read_mark(snapshot):
     summary = snapshot.summary()
     batch_id = summary.get(BATCH_PROPERTY)
     mark = Mark(snapshot.snapshotId(), snapshot.parentId(), snapshot.timestampMillis(), batch_id)
+    source = summary.get(SOURCE_SNAPSHOT_PROPERTY)
+    mark.source_id = int(source) if source and str(source).lstrip("-").isdigit() else None
     if batch_id is not None:
         mark.summary = {str(k): str(v) for k, v in summary.items()}
         mark.run_id = mark.summary.get(RUN_PROPERTY)
@@ -3887,13 +3897,20 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
     def rolled_back(m):  # its snapshot still exists, is newer than main's oldest ancestor, and is not on main
         snapshot = metadata.snapshot(m.snapshot_id) if m.snapshot_id is not None else None
         return snapshot is not None and m.snapshot_id not in ancestry.ids and snapshot.timestampMillis() >= oldest
-    found = [m for m in ancestry.marks if m.batch_id is not None]
     on_main = ancestry.ids
+    copied = {m.source_id for m in ancestry.marks if m.source_id is not None}  # an operator's cherry-pick
     recorded = list(ledger.published())
     listed = {m.snapshot_id for m in recorded}
+    runs = {m.run_id for m in recorded} | {m.run_id for m in known.values()}
+    found = []
+    for m in ancestry.marks:
+        if m.batch_id is not None:  # a publish leaves a record (ledger or property); a write that
+            m.recorded = m.run_id in runs or m.snapshot_id in known or m.snapshot_id in listed
+            found.append(m)  # reached main without one had no audit (write.wap.enabled off)
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
-        if m.status == "quarantined" or (m.snapshot_id not in on_main and ancestry.holds(m)
-                                          and not rolled_back(m)):
+        if m.snapshot_id in on_main:
+            continue
+        if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
     return found
 
@@ -3905,9 +3922,14 @@ def already_on_main(consumed, batch):
     Some of the batch's files loaded by another publish: with --source_files new, a concurrent
     run took them (rerun for the rest); otherwise the batch would load them twice (exit 2)."""
     paths = set(batch.input_files)
-    by_files = not batch.explicit_id  # a named batch is its name; a derived one is its files
+    by_files = not batch.explicit_id or batch.track_files  # a named batch is its name
     taken, by = set(), None  # this batch's files that publishes loaded, and the newest of those
     for m in consumed:
+        if not m.recorded and (m.batch_id == batch.batch_id or set(m.file_ids) & set(batch.file_ids)):
+            raise WapError(f"main holds snapshot {m.snapshot_id} of batch {m.batch_id} (run {m.run_id}) "
+                           "that no publish recorded: it was written without an audit (was "
+                           "write.wap.enabled turned off?) or by an older version whose ledger write "
+                           "failed. Check those rows, roll them back if unaudited, then rerun")
         if m.batch_id == batch.batch_id:
             if (batch.explicit_id and m.file_ids and m.input_fingerprint
                     and m.input_fingerprint != batch.input_fingerprint):
@@ -3945,19 +3967,22 @@ def describe_files(files, n=3):
     return ", ".join(files[:n]) + (f" and {len(files) - n} more" if len(files) > n else "") if files else "(no files)"
 
 
-def swap_main(spark, batch, decision, staged_id, ledger, history):
+def swap_main(spark, batch, decision, staged_id, ledger):
     """Publish: main := the audited snapshot, in one table-metadata commit based on the metadata
     the decision was made from, so it fails if anything changed since (a compare-and-swap). The
     same commit records the publish in the table's last-publish property (so no crash between the
     swap and the ledger row, and no snapshot expiry after it, can forget it), drops this run's
     branch and any branch of the batch at the very snapshot published (a crashed run's, resumed);
-    other runs' branches, kept for inspection, stay. Before it overwrites the property, every
-    publish of this job on main that the ledger lacks is recorded there."""
+    other runs' branches, kept for inspection, stay. Before it overwrites the property, the
+    publish it names is recorded in the ledger if its run did not: so every publish is always in
+    the ledger or in the property, and a snapshot of this job on main in neither had no audit."""
     base = decision.metadata
-    known = ledger.known(base)
-    ancestry = history.ancestry(base, ref_id(base, "main"), known)
-    ledger.complete(ancestry.marks + [m for m in known.values() if m.snapshot_id not in ancestry.ids
-                                      and ancestry.holds(m)])
+    previous = last_publish(base)
+    if previous is not None:  # every publish before it was recorded before it was made
+        snapshot = base.snapshot(previous.snapshot_id)
+        if snapshot is not None:
+            previous.summary = {str(k): str(v) for k, v in snapshot.summary().items()}
+        ledger.complete([previous])
     staged = base.snapshot(staged_id)
     record = {"run_id": batch.run_id, "batch_id": batch.batch_id, "snapshot_id": staged_id,
               "parent_id": staged.parentId(), "timestamp_ms": staged.timestampMillis(),
@@ -4942,7 +4967,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
     with timed(report, "read"):
         check_source(spark, p, source, paths)
-        files = identify_input(spark, paths if p.source_files == "new" else source.inputFiles())
+        files = identify_input(spark, paths if p.source_files == "new" else input_files(source))
         df = apply_transform(source)
         validate_checks_against(spark, checks, df, t)
         if p.mode == "merge" and not any(c.keyed and not c.where and [x.lower() for x in c.columns]
@@ -5064,7 +5089,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             decision = decide_publish(spark, t, p, batch, history, ledger, staged)
             try:
                 if decision.move is Move.PUBLISH:
-                    swap_main(spark, batch, decision, staged["snapshot_id"], ledger, history)
+                    swap_main(spark, batch, decision, staged["snapshot_id"], ledger)
                     fault_point("publish")
                     if report.quarantine_table:
                         side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))

@@ -280,7 +280,7 @@ def test_a_resumed_publish_is_recorded_once_in_the_ledger(wap, monkeypatch):
     assert [r["run_id"] for r in ledger(wap) if r["status"] == "published"] == [resumed.run_id]
 
 
-def test_a_crashed_then_resumed_publish_shows_as_published_once_recorded(wap, spark, monkeypatch):
+def test_a_resumed_publish_whose_ledger_row_was_lost_is_recorded_under_its_publisher(wap, spark, monkeypatch):
     path = wap.csv(ROWS)
     monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_write)
     code, crashed = wap.run(path, checks=UNIQUE, batch_id="b1")  # an error row for the crashed run
@@ -293,10 +293,12 @@ def test_a_crashed_then_resumed_publish_shows_as_published_once_recorded(wap, sp
     monkeypatch.setattr(wap_etl.Ledger, "record", real)
     assert wap.run([{"id": 9, "amount": 9.0}], checks=UNIQUE)[0] == 0  # records the lost publish first
     runs = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
-    # the snapshot names the run that staged it: its newest row now says published, not error
-    assert [r["status"] for r in runs.recent(10) if r["run_id"] == crashed.run_id] == ["published"]
+    # the publish is recorded under the run that made it (the property names it), once
+    assert [r["status"] for r in runs.recent(10) if r["run_id"] == resumed.run_id] == ["published"]
+    assert [r["status"] for r in runs.recent(10) if r["run_id"] == crashed.run_id] == ["error"]
     recorded = [r for r in ledger(wap) if r["main_snapshot_after"] == resumed.main_snapshot_after]
-    assert [r["status"] for r in recorded] == ["published"]
+    assert [(r["run_id"], r["status"], r["rows_written"]) for r in recorded] == [
+        (resumed.run_id, "published", 5)]
 
 
 def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):

@@ -246,3 +246,48 @@ def test_new_files_of_a_killed_publish_are_not_reloaded_after_other_commits_and_
     assert code == 0 and report.status == "published", report.error
     assert [os.path.basename(f) for f in report.input_files] == ["day2.csv"]
     assert wap.ids() == [0, 1, 2, 60, 61]
+
+
+def test_an_unaudited_write_left_on_main_is_never_taken_for_a_publish(wap, spark, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+
+    def wap_off_then_killed_before_the_guard(step):
+        if step == "before_write":
+            spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
+        if step == "write":
+            raise RuntimeError("killed before the guard")
+    monkeypatch.setattr(wap_etl, "fault_point", wap_off_then_killed_before_the_guard)
+    assert wap.run(path, checks=UNIQUE, batch_id="b1")[0] == 1
+    assert wap.ids() == [0, 1, 2, 3, 4, 5], "the write went straight to main"
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    code, retry = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert code == 1 and "no publish recorded" in retry.error and retry.status == "error"
+    assert not [r for r in published_runs(spark, wap) if r["batch_id"] == "b1"], "never recorded as published"
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_publish_cherry_picked_back_after_a_rollback_is_still_on_main(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    before = wap.refs()["main"]
+    assert wap.run([{"id": 1, "amount": -1.0}], checks=UNIQUE, batch_id="bad")[0] == 0
+    good = wap.csv([{"id": 2, "amount": 2.0}])
+    code, kept = wap.run(good, checks=UNIQUE, batch_id="good")
+    assert code == 0
+    # the usual repair: drop the bad batch, keep the later one
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {kept.main_snapshot_after})")
+    assert wap.ids() == [0, 2]
+    code, again = wap.run(good, checks=UNIQUE, batch_id="good")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 2]
+
+
+def test_a_file_whose_name_has_a_space_is_one_file_in_both_modes(wap, tmp_path):
+    folder = tmp_path / "incoming"
+    write_csv(folder / "day 0.csv", [{"id": 0, "amount": 0.0}])
+    code, report = wap.run(str(folder), checks=UNIQUE, source_format="csv")
+    assert code == 0 and report.input_files[0].endswith("/day 0.csv")
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 0 and report.status == "nothing_to_publish"
+    assert wap.ids() == [0]
