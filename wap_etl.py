@@ -2159,7 +2159,8 @@ def s3_etags(paths):
     for (bucket, folder), keys in by_folder.items():
         prefix = folder if len(keys) > 1 else keys[0]
         wanted = set(keys)
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                                      Delimiter="/"):
             for obj in page.get("Contents", []):
                 if obj["Key"] in wanted:
                     found[f"s3://{bucket}/{obj['Key']}"] = (obj["Size"], obj["ETag"].strip('"'))
@@ -2397,7 +2398,9 @@ LEDGER_COLUMNS = (
     "table_uuid string, input_file_ids array<string>")
 # Added since the first ledgers: a run adds them to an older ledger before its first write.
 LEDGER_ADDED_COLUMNS = {"table_uuid": "string", "input_file_ids": "array<string>"}
-CONSUMED = ("published", "quarantined")  # statuses whose input is loaded (or deliberately dropped)
+# Statuses whose input is on main or deliberately dropped: a publish, every row quarantined, or a
+# write that reached main without an audit (recorded so that expiry cannot make it loadable again)
+CONSUMED = ("published", "quarantined", "unaudited")
 
 
 class Ledger:
@@ -2409,6 +2412,7 @@ class Ledger:
         self.table_uuid = table_uuid
         self._published = None
         self._columns = None
+        self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
 
     @classmethod
     def of(cls, spark, p):
@@ -2454,14 +2458,23 @@ class Ledger:
                 for r in rows:  # a run's own row and a row completed for it by another run
                     if r["run_id"] not in seen:
                         seen.add(r["run_id"])
-                        quarantined = r["status"] != "published"  # main_snapshot_after: main as it was
+                        quarantined = r["status"] == "quarantined"  # main_snapshot_after: main as it was
                         self._published.append(Mark(
                             None if quarantined else r["main_snapshot_after"],
                             None if quarantined else r["main_snapshot_before"], 0, r["batch_id"],
                             r["run_id"], tuple(normalize_path(f) for f in r["input_files"] or ()),
                             file_ids=tuple((r["input_file_ids"] if ids else None) or ()),
-                            input_fingerprint=r["input_fingerprint"], status=r["status"]))
+                            input_fingerprint=r["input_fingerprint"], status=r["status"],
+                            recorded=r["status"] != "unaudited"))
         return self._published
+
+    def audited(self, snapshot_ids):
+        """Which of these snapshots a run of this table staged and audited (any outcome)."""
+        if not snapshot_ids or not self.exists():
+            return set()
+        from pyspark.sql import functions as F
+        rows = self.runs().filter(F.col("staged_snapshot").isin([int(i) for i in snapshot_ids]))
+        return {r["staged_snapshot"] for r in rows.select("staged_snapshot").distinct().collect()}
 
     def known(self, metadata=None):
         """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
@@ -2555,7 +2568,8 @@ def ledger_row_of_mark(mark, table, table_uuid=None):
     now = datetime.now(timezone.utc)  # after any error row of the run that staged it
     at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc) if mark.timestamp_ms else now
     return {"table_name": table, "run_id": mark.run_id or f"snapshot-{mark.snapshot_id}",
-            "batch_id": mark.batch_id, "status": str(Status.PUBLISHED), "exit_code": EXIT_OK,
+            "batch_id": mark.batch_id, "status": "published" if mark.recorded else "unaudited",
+            "exit_code": EXIT_OK if mark.recorded else EXIT_ERROR,
             "mode": None, "branch": None, "main_snapshot_before": mark.parent_id,
             "main_snapshot_after": mark.snapshot_id, "staged_snapshot": mark.snapshot_id,
             "rows_written": int(s.get("added-records", 0)), "rows_dropped": None,
@@ -2563,7 +2577,8 @@ def ledger_row_of_mark(mark, table, table_uuid=None):
             "rows_deleted": int(s.get("deleted-records", 0)), "checks": [], "metrics": {}, "timings": {},
             "input_fingerprint": mark.input_fingerprint, "config_fingerprint": s.get(CONFIG_PROPERTY),
             "input_files": list(mark.input_files), "started_at": at, "finished_at": now,
-            "error": "recorded by a later run: the publishing run did not record itself",
+            "error": ("recorded by a later run: the publishing run did not record itself" if mark.recorded
+                      else "on main without an audit (write.wap.enabled was off?): recorded by a later run"),
             "table_uuid": table_uuid, "input_file_ids": list(mark.file_ids)}
 
 
@@ -3899,20 +3914,61 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         return snapshot is not None and m.snapshot_id not in ancestry.ids and snapshot.timestampMillis() >= oldest
     on_main = ancestry.ids
     copied = {m.source_id for m in ancestry.marks if m.source_id is not None}  # an operator's cherry-pick
+    ours = [m for m in (own_mark(metadata, m) for m in ancestry.marks) if m is not None]
+    unrecorded = classify_unrecorded(ledger, metadata, ours)
     recorded = list(ledger.published())
     listed = {m.snapshot_id for m in recorded}
-    runs = {m.run_id for m in recorded} | {m.run_id for m in known.values()}
-    found = []
-    for m in ancestry.marks:
-        if m.batch_id is not None:  # a publish leaves a record (ledger or property); a write that
-            m.recorded = m.run_id in runs or m.snapshot_id in known or m.snapshot_id in listed
-            found.append(m)  # reached main without one had no audit (write.wap.enabled off)
+    known = ledger.known(metadata)
+    found = list(ours)
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
         if m.snapshot_id in on_main:
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
+    ledger.unrecorded = unrecorded
     return found
+
+
+def own_mark(metadata, mark):
+    """The mark of a snapshot on main if this job wrote it, or if it is an operator's cherry-pick of
+    one (Iceberg's copy carries only `source-snapshot-id`): then the source's batch and files."""
+    if mark.batch_id is not None or mark.source_id is None:
+        return mark if mark.batch_id is not None else None
+    source = metadata.snapshot(mark.source_id)
+    if source is None:
+        return None
+    copied = read_mark(source)
+    if copied.batch_id is None:
+        return None
+    return Mark(mark.snapshot_id, mark.parent_id, mark.timestamp_ms, copied.batch_id, copied.run_id,
+                copied.input_files, copied.summary, copied.file_ids, copied.input_fingerprint,
+                source_id=mark.source_id)
+
+
+def classify_unrecorded(ledger, metadata, marks):
+    """This job's snapshots on main that no publish record names (every publish is in the ledger
+    or the last-publish property, and the next publish moves the property's into the ledger). Each
+    is an audited snapshot published by hand (fast_forward, cherry-pick: the ledger has its run's
+    audit of it), or a write that reached main without an audit (write.wap.enabled was off): that
+    one gets `recorded` False. Returned so the next publish records them all before main moves on."""
+    def records():  # run ids and {snapshot: recorded as audited} of every record
+        recorded = list(ledger.published()) + list(ledger.known(metadata).values())
+        return ({m.run_id for m in recorded if m.status != "unaudited"},
+                {m.snapshot_id: m.status != "unaudited" for m in recorded if m.status != "quarantined"})
+
+    runs, snapshots = records()
+    pending = [m for m in marks if m.run_id not in runs and m.snapshot_id not in snapshots]
+    if pending:  # the ledger as read at the start may be stale: another run recorded it since
+        ledger.forget()
+        runs, snapshots = records()
+        pending = [m for m in pending if m.run_id not in runs and m.snapshot_id not in snapshots]
+    audited = ledger.audited({i for m in pending for i in (m.snapshot_id, m.source_id) if i is not None})
+    for m in marks:
+        if m in pending:
+            m.recorded = m.snapshot_id in audited or m.source_id in audited
+        else:
+            m.recorded = m.run_id in runs or snapshots.get(m.snapshot_id, True)
+    return pending
 
 
 def already_on_main(consumed, batch):
@@ -3982,7 +4038,7 @@ def swap_main(spark, batch, decision, staged_id, ledger):
         snapshot = base.snapshot(previous.snapshot_id)
         if snapshot is not None:
             previous.summary = {str(k): str(v) for k, v in snapshot.summary().items()}
-        ledger.complete([previous])
+    ledger.complete(([previous] if previous is not None else []) + list(ledger.unrecorded))
     staged = base.snapshot(staged_id)
     record = {"run_id": batch.run_id, "batch_id": batch.batch_id, "snapshot_id": staged_id,
               "parent_id": staged.parentId(), "timestamp_ms": staged.timestampMillis(),

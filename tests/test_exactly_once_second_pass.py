@@ -265,6 +265,13 @@ def test_an_unaudited_write_left_on_main_is_never_taken_for_a_publish(wap, spark
     assert code == 1 and "no publish recorded" in retry.error and retry.status == "error"
     assert not [r for r in published_runs(spark, wap) if r["batch_id"] == "b1"], "never recorded as published"
     assert wap.ids() == [0, 1, 2, 3, 4, 5]
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0  # records it before moving on
+    expire_all_but_the_last(spark, wap)
+    code, retry = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert code == 1 and "no publish recorded" in retry.error, "expiry does not make it loadable again"
+    statuses = [r["status"] for r in spark.table(f"{wap.sql}_wap_runs").collect() if r["batch_id"] == "b1"]
+    assert "unaudited" in statuses and "published" not in statuses
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 50]
 
 
 def test_a_publish_cherry_picked_back_after_a_rollback_is_still_on_main(wap, spark):
@@ -291,3 +298,29 @@ def test_a_file_whose_name_has_a_space_is_one_file_in_both_modes(wap, tmp_path):
     code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
     assert code == 0 and report.status == "nothing_to_publish"
     assert wap.ids() == [0]
+
+
+def test_a_staged_batch_published_by_hand_stays_published_through_expiry(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    code, staged = wap.run(path, checks=UNIQUE, batch_id="by-hand", publish="false")
+    assert code == 0 and staged.status == "staged"
+    spark.sql(f"CALL local.system.fast_forward('{wap.table}', 'main', '{staged.branch}')")  # README's way
+    code, again = wap.run(path, checks=UNIQUE, batch_id="by-hand")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0
+    expire_all_but_the_last(spark, wap)
+    code, again = wap.run(path, checks=UNIQUE, batch_id="by-hand")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 50]
+
+
+def test_a_staged_branch_cherry_picked_onto_main_by_hand_is_published_once(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    code, staged = wap.run(path, checks=UNIQUE, batch_id="picked", publish="false")
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0  # main moved: no fast_forward
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {staged.staged_snapshot})")
+    code, again = wap.run(path, checks=UNIQUE, batch_id="picked")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 50]
