@@ -68,7 +68,7 @@ import time
 import uuid
 from collections import namedtuple
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
 from enum import Enum
@@ -171,8 +171,10 @@ PARAMS = {
     "suggest_checks": ("false", "true: profile the batch (after transform) and print checks that pass "
                                 "on it; writes nothing"),
     "suggest_format": ("json", "json | dqdl: how --suggest_checks prints the checks"),
+    "dry_run": ("false", "true: check every parameter, check and table against a sample of the source "
+                         "and print what the run would do; writes nothing (for CI)"),
 }
-BOOLEAN_PARAMS = {"publish", "status", "suggest_checks"}
+BOOLEAN_PARAMS = {"publish", "status", "suggest_checks", "dry_run"}
 
 
 @dataclass
@@ -213,6 +215,7 @@ class Params:
     html: str = None
     suggest_checks: bool = False
     suggest_format: str = "json"
+    dry_run: bool = False
     on_glue: bool = False
     glue_args: dict = field(default_factory=dict, repr=False)
     secrets: tuple = field(default=(), repr=False)  # values no output may show (find_secrets)
@@ -617,6 +620,9 @@ def parse_params(argv):
     suggest_format = (raw["suggest_format"] or "json").lower()
     if suggest_format not in ("json", "dqdl"):
         raise bad_input(f"--suggest_format: expected json or dqdl, got {suggest_format!r}")
+    if parse_bool("dry_run", raw["dry_run"]) and (status or parse_bool("suggest_checks", raw["suggest_checks"])):
+        raise bad_input("--dry_run: only for a run (--status, --cleanup_branches_older_than_days and "
+                        "--suggest_checks write no data anyway, or act at once)")
     if raw["html"] and not status:
         raise bad_input("--html: only with --status (a run writes its page beside --report_path)")
     return Params(
@@ -634,7 +640,7 @@ def parse_params(argv):
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
         status=status and cleanup_days is None, html=raw["html"],
         suggest_checks=parse_bool("suggest_checks", raw["suggest_checks"]), suggest_format=suggest_format,
-        on_glue=glue, glue_args=glue_args, secrets=find_secrets(raw, source_options, argv))
+        dry_run=parse_bool("dry_run", raw["dry_run"]), on_glue=glue, glue_args=glue_args, secrets=find_secrets(raw, source_options, argv))
 
 
 # =================================================================================================
@@ -2112,8 +2118,9 @@ def input_files(df):
 
 
 def normalize_path(path):
-    """One spelling per file, whichever alias reached it: s3a:// and s3n:// are s3://, and a local
-    file is file:///path."""
+    """One spelling per file, whichever alias reached it: s3a:// and s3n:// are s3://, a local
+    file is file:///path, and no user or password in a URL (it would reach the ledger)."""
+    path = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", path)
     for scheme in ("s3a://", "s3n://"):
         if path.startswith(scheme):
             return "s3://" + path[len(scheme):]
@@ -2338,19 +2345,20 @@ class Ancestry:
     on main (or was rolled back)."""
     marks: list
     whole: bool
+    end: int = None  # where a walk that is not whole stopped: an expired ancestor, still on main
 
-    @property
-    def ids(self):
-        return {m.snapshot_id for m in self.marks}
+    def __post_init__(self):
+        self.ids = {m.snapshot_id for m in self.marks}
 
     def holds(self, publish):
         """True if the publish is on main; False if provably not (rolled back): the ancestry reaches
-        its parent, or its start, without it. Not provable either way (the ancestry ends at another
-        engine's expired snapshot first): on main, since a duplicate is worse than a reload."""
-        ids = self.ids
-        if publish.snapshot_id in ids:
+        its parent (even the expired ancestor it stops at), or its start, without it. Not provable
+        either way (the ancestry ends before its parent): on main, since a duplicate is worse than
+        a reload."""
+        if publish.snapshot_id in self.ids:
             return True
-        return not (self.whole or publish.parent_id in ids)
+        return not (self.whole or publish.parent_id in self.ids
+                    or (publish.parent_id is not None and publish.parent_id == self.end))
 
 
 class History:
@@ -2378,7 +2386,7 @@ class History:
                 elif known and snapshot_id in known:
                     mark = known[snapshot_id]
                 else:
-                    return Ancestry(marks, whole=False)
+                    return Ancestry(marks, whole=False, end=snapshot_id)
             marks.append(mark)
             snapshot_id = mark.parent_id
         return Ancestry(marks, whole=snapshot_id is None)
@@ -2469,12 +2477,18 @@ class Ledger:
         return self._published
 
     def audited(self, snapshot_ids):
-        """Which of these snapshots a run of this table staged and audited (any outcome)."""
+        """Which of these snapshots a run of this table staged and audited with every blocking
+        check passing: its run ended staged or published, or failed after a whole audit that
+        passed (its checks are recorded, none blocking failed)."""
         if not snapshot_ids or not self.exists():
             return set()
         from pyspark.sql import functions as F
-        rows = self.runs().filter(F.col("staged_snapshot").isin([int(i) for i in snapshot_ids]))
-        return {r["staged_snapshot"] for r in rows.select("staged_snapshot").distinct().collect()}
+        rows = (self.runs().filter(F.col("staged_snapshot").isin([int(i) for i in snapshot_ids]))
+                .select("staged_snapshot", "status", "checks").collect())
+        return {r["staged_snapshot"] for r in rows
+                if r["status"] in ("staged", "published", "already_published")
+                or (r["status"] == "error" and r["checks"]
+                    and not any(c["action"] == "fail" and not c["passed"] for c in r["checks"]))}
 
     def known(self, metadata=None):
         """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
@@ -2914,15 +2928,20 @@ def with_commit_properties(spark, properties, action):
         raise Callback.error
 
 
-def check_merge_batch(spark, p, df):
-    """A MERGE whose source repeats a key is undefined: refuse the batch before writing."""
-    from pyspark.sql import functions as F
+def check_merge_columns(spark, p, df):
+    """The merge keys are columns of the batch and the delete condition reads it (alias s)."""
     lower = {c.lower() for c in df.columns}
     for k in p.merge_keys:
         if k.lower() not in lower:
             raise bad_input(f"--merge_keys: unknown column {k!r}; columns: {', '.join(df.columns)}")
     if p.delete_condition:
         check_condition(spark, df.alias("s"), "--delete_condition", p.delete_condition)
+
+
+def check_merge_batch(spark, p, df):
+    """A MERGE whose source repeats a key is undefined: refuse the batch before writing."""
+    from pyspark.sql import functions as F
+    check_merge_columns(spark, p, df)
     nulls = df.agg(*[F.sum(col(k).isNull().cast("long")).alias(f"n{i}")
                      for i, k in enumerate(p.merge_keys)]).first()
     for i, k in enumerate(p.merge_keys):
@@ -2988,6 +3007,16 @@ def guard(spark, t, batch, since_ms, branch_made=True):
                    f"({batch.run_id}); not publishing")
 
 
+class UnauditedOnMain(WapError):
+    """A snapshot of this job is on main with no audit behind it (write.wap.enabled was off). The
+    run that finds it records it in the ledger at once: expiry must never make its batch loadable
+    again (main still holds the rows)."""
+
+    def __init__(self, message, mark):
+        super().__init__(message)
+        self.mark = mark
+
+
 class BranchGone(Exception):
     """The guard found this run's snapshot on main and this run's branch gone."""
 
@@ -2999,11 +3028,12 @@ class BranchGone(Exception):
 def write_reached_main(spark, t, batch, ours):
     """This run's write went straight to main (write.wap.enabled was off, so Iceberg ignored the
     branch): take it off again if main's head is still that snapshot, and fail the run."""
-    undone = undo_write_to_main(spark, t, batch.run_id)
-    raise WapError(f"guard: this run's write reached main as snapshot {ours.snapshot_id} "
-                   "(was write.wap.enabled turned off?); "
-                   + ("it was taken off main again" if undone else
-                      "main has moved on since, so it was NOT undone: check main") + "; not publishing")
+    if undo_write_to_main(spark, t, batch.run_id):
+        raise WapError(f"guard: this run's write reached main as snapshot {ours.snapshot_id} (was "
+                       "write.wap.enabled turned off?); it was taken off main again; not publishing")
+    raise UnauditedOnMain(f"guard: this run's write reached main as snapshot {ours.snapshot_id} (was "
+                          "write.wap.enabled turned off?); main has moved on since, so it was NOT "
+                          "undone: check main; not publishing", replace(ours, recorded=False))
 
 
 def settle_branch_gone(spark, t, report, batch, ledger, ours):
@@ -3881,6 +3911,8 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
     main = ref_id(metadata, "main")
     try:
         on_main = already_on_main(consumed_publishes(spark, t, ledger, history, metadata), batch)
+    except UnauditedOnMain:
+        raise
     except WapError as e:  # a concurrent run loaded this input meanwhile: not bad input any more,
         raise WapError(f"publish: {e}; the audited batch is kept on branch {batch.branch}") from None
     if on_main is not None:
@@ -3982,10 +4014,11 @@ def already_on_main(consumed, batch):
     taken, by = set(), None  # this batch's files that publishes loaded, and the newest of those
     for m in consumed:
         if not m.recorded and (m.batch_id == batch.batch_id or set(m.file_ids) & set(batch.file_ids)):
-            raise WapError(f"main holds snapshot {m.snapshot_id} of batch {m.batch_id} (run {m.run_id}) "
-                           "that no publish recorded: it was written without an audit (was "
-                           "write.wap.enabled turned off?) or by an older version whose ledger write "
-                           "failed. Check those rows, roll them back if unaudited, then rerun")
+            raise UnauditedOnMain(
+                f"main holds snapshot {m.snapshot_id} of batch {m.batch_id} (run {m.run_id}) that no "
+                "publish recorded: it was written without an audit (was write.wap.enabled turned "
+                "off?) or by an older version whose ledger write failed. Check those rows, roll them "
+                "back if unaudited, then rerun", m)
         if m.batch_id == batch.batch_id:
             if (batch.explicit_id and m.file_ids and m.input_fingerprint
                     and m.input_fingerprint != batch.input_fingerprint):
@@ -4600,7 +4633,7 @@ def finish(report, p, ledger=None, history=None):
     log.info("WAP_REPORT %s", json.dumps(asdict(report), default=str))
     if report.checks:
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
-    if p is None:
+    if p is None or p.dry_run:  # a dry run writes nothing, not even its error
         return
     alert = report.status in p.alert_on
     channels = [
@@ -4858,6 +4891,49 @@ def runs_ended(spark, p):
     return {r["branch"]: r["finished_at"] for r in rows if r["finished_at"] is not None}
 
 
+def dry_run(spark, p, checks):
+    """--dry_run: every check a run makes before its first write, against the table, the tables
+    the checks read and a sample of the source (its first file: the schema is all that is needed),
+    then the plan as text. Writes nothing: no table, no column, no branch, no ledger row."""
+    t = TableRef(p.catalog, p.namespace, p.table_name)
+    exists, ledger = table_exists(spark, t), Ledger.of(spark, p)
+    paths = select_source_files(spark, p, t, ledger, History())
+    if not paths:
+        return f"dry run: --source_files new: no file under {p.source_path} is new; the run would end nothing_to_publish"
+    files = list_source_files(spark, paths[0]) if paths == [p.source_path] else paths
+    sample = files[:1] or paths
+    source = read_source(spark, p, spark.table(t.sql).schema if exists else None, sample)
+    try:
+        check_columns(source, "--source_path", csv_header(spark, p, source, sample))
+        df = apply_transform(source)
+        validate_checks_against(spark, checks, df, t)
+        plan = plan_table(spark, p, t, df)
+    except WapError:
+        raise
+    except Exception as e:
+        raise explain_read_failure(spark, p, source, sample, e) from None
+    if p.mode == "merge":
+        check_merge_columns(spark, p, df)
+    lines = [f"dry run: nothing was written. A run would:",
+             f"  read {len(files)} {p.source_format} file(s) from {p.source_path} "
+             f"(--source_files {p.source_files}); checked against {sample[0]}",
+             "  columns after transform: " + ", ".join(f"{f.name} {f.dataType.simpleString()}"
+                                                       for f in plan.df.schema.fields)]
+    if plan.create:
+        lines.append(f"  create table {t.catalog}.{t.ident}" + (f" partitioned by {', '.join(p.partition_by)}"
+                                                               if p.partition_by else ""))
+    if plan.enable_wap:
+        lines.append(f"  set write.wap.enabled=true on {t.catalog}.{t.ident}")
+    if plan.add_columns:
+        lines.append("  add columns " + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in plan.add_columns))
+    lines.append(f"  stage the batch ({p.mode}) on an audit branch and audit it with {len(checks)} check(s):")
+    lines += [f"    {c.name}: {c.check} ({c.action})" + (f" where {c.where}" if c.where else "") for c in checks]
+    lines.append("  then publish it to main if every fail check passes" if p.publish
+                 else "  then keep the branch (--publish false)")
+    lines.append(f"  and record the run in {ledger.table}" + ("" if ledger.exists() else " (created by the first run)"))
+    return "\n".join(lines)
+
+
 def suggest_checks(spark, p):
     """--suggest_checks: profile the batch as the job would read and transform it, and return a
     check list that passes on it (JSON, or DQDL with --suggest_format dqdl). Writes nothing."""
@@ -4974,6 +5050,10 @@ def run_job(argv, scrubber):
             return EXIT_OK, None
         checks = parse_checks(p.checks)
         check_glue_references(p, p.checks, checks)
+        if p.dry_run:
+            spark, glue_job = create_session(p)
+            print(dry_run(spark, p, checks))
+            return EXIT_OK, None
         with timed(report, "session"):
             spark, glue_job = create_session(p)
         ledger, history = Ledger.of(spark, p), History()
@@ -5074,6 +5154,9 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
                                        staged, dropped_counts)
         except BranchGone as e:
             return settle_branch_gone(spark, t, report, batch, ledger, e.mark)
+    except UnauditedOnMain as e:
+        ledger.complete([e.mark])
+        raise
     finally:
         if bad is not None:
             bad.unpersist()

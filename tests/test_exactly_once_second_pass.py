@@ -27,6 +27,16 @@ def killed_after_the_publish(wap, path, **params):
     return out
 
 
+def wap_off_then_killed_before_the_guard(spark, wap):
+    """A fault hook: WAP turned off just before the write, the run killed right after it."""
+    def hook(step):
+        if step == "before_write":
+            spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
+        if step == "write":
+            raise RuntimeError("killed before the guard")
+    return hook
+
+
 def published_runs(spark, wap):
     if not spark.catalog.tableExists(f"{wap.sql}_wap_runs"):
         return []
@@ -252,12 +262,7 @@ def test_an_unaudited_write_left_on_main_is_never_taken_for_a_publish(wap, spark
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
     path = wap.csv(ROWS)
 
-    def wap_off_then_killed_before_the_guard(step):
-        if step == "before_write":
-            spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.wap.enabled'='false')")
-        if step == "write":
-            raise RuntimeError("killed before the guard")
-    monkeypatch.setattr(wap_etl, "fault_point", wap_off_then_killed_before_the_guard)
+    monkeypatch.setattr(wap_etl, "fault_point", wap_off_then_killed_before_the_guard(spark, wap))
     assert wap.run(path, checks=UNIQUE, batch_id="b1")[0] == 1
     assert wap.ids() == [0, 1, 2, 3, 4, 5], "the write went straight to main"
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
@@ -324,3 +329,46 @@ def test_a_staged_branch_cherry_picked_onto_main_by_hand_is_published_once(wap, 
     code, again = wap.run(path, checks=UNIQUE, batch_id="picked")
     assert code == 0 and again.status == "already_published", again.error
     assert wap.ids() == [0, 1, 2, 3, 4, 5, 50]
+
+
+def test_a_batch_rolled_back_to_another_engines_snapshot_comes_back_after_both_expired(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")  # not this job: main's parent of the batch
+    before = wap.refs()["main"]
+    assert wap.run(ROWS, checks=UNIQUE, batch_id="d2")[0] == 0
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (70, 7.0)")  # main moves on from that snapshot
+    expire_all_but_the_last(spark, wap)  # the batch's snapshot and its parent both expire
+    assert spark.table(f"{wap.sql}.snapshots").filter(f"snapshot_id = {before}").count() == 0
+    code, report = wap.run(ROWS, checks=UNIQUE, batch_id="d2")
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 60, 70]
+
+
+def test_an_unaudited_write_is_recorded_as_soon_as_a_rerun_finds_it(wap, spark, monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+
+    monkeypatch.setattr(wap_etl, "fault_point", wap_off_then_killed_before_the_guard(spark, wap))
+    assert wap.run(path, checks=UNIQUE, batch_id="b2")[0] == 1
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    assert wap.run(path, checks=UNIQUE, batch_id="b2")[0] == 1
+    statuses = [r["status"] for r in spark.table(f"{wap.sql}_wap_runs").collect() if r["batch_id"] == "b2"]
+    assert "unaudited" in statuses, "recorded by the rerun that found it, not by a later publish"
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")  # no publish of this job in between
+    expire_all_but_the_last(spark, wap)
+    code, retry = wap.run(path, checks=UNIQUE, batch_id="b2")
+    assert code == 1 and "no publish recorded" in retry.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 60], "never loaded a second time"
+
+
+def test_a_failed_audit_fast_forwarded_by_hand_is_not_taken_for_a_publish(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    strict = UNIQUE + [{"check": "between", "column": "amount", "max": 2}]
+    code, failed = wap.run(path, checks=strict, batch_id="f1")
+    assert code == 3
+    spark.sql(f"CALL local.system.fast_forward('{wap.table}', 'main', '{failed.branch}')")
+    code, again = wap.run(path, checks=strict, batch_id="f1")
+    assert code == 1 and "no publish recorded" in again.error, again.error
+    assert not [r for r in published_runs(spark, wap) if r["batch_id"] == "f1"]
