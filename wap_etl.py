@@ -1022,6 +1022,18 @@ UNSAFE_NODES = ("InsertIntoDir", "ScriptTransformation", "CallMethodViaReflectio
 UNSAFE_FUNCTIONS = ("reflect", "java_method")
 
 
+# Spark internals reached by reflection: the plan classes and a DataFrame's analysed plan. Glue runs
+# AWS's own Spark build, so each use has a safe way out if they differ: a condition or query that
+# cannot be proven read-only is refused (exit 2, naming it), and a metric that cannot be narrowed
+# to its columns scans them all.
+CATALYST = "org.apache.spark.sql.catalyst"
+
+
+def analyzed_plan(df):
+    """Spark's analysed plan of a DataFrame (analysis runs nothing)."""
+    return df._jdf.queryExecution().analyzed()
+
+
 def unsafe_part(spark, tree):
     """What in a parsed or analysed plan or expression would do more than read: a command or a
     statement (INSERT, DROP, CALL, ...), a directory write, a script, or a reflective call, at any
@@ -1030,7 +1042,7 @@ def unsafe_part(spark, tree):
     jvm = spark._jvm
 
     def kind(name):
-        return jvm.java.lang.Class.forName(f"org.apache.spark.sql.catalyst.{name}")
+        return jvm.java.lang.Class.forName(f"{CATALYST}.{name}")
 
     writes = [kind("plans.logical.Command"), kind("plans.logical.ParsedStatement")]
     plan_kind, subquery_kind = kind("plans.logical.LogicalPlan"), kind("expressions.SubqueryExpression")
@@ -1066,7 +1078,11 @@ def check_condition(spark, df, what, text):
         dtype = probe.schema["x"].dataType
     except Exception as e:
         raise bad_input(f"{what} does not parse as a row condition: {first_line(e)}") from None
-    unsafe = unsafe_part(spark, probe._jdf.queryExecution().analyzed().expressions().apply(0))
+    try:
+        unsafe = unsafe_part(spark, analyzed_plan(probe).expressions().apply(0))
+    except Exception as e:
+        raise bad_input(f"{what}: cannot be proven read-only on this Spark build, so it is refused "
+                        f"({first_line(e)})") from None
     if unsafe:
         raise bad_input(f"{what} may only read (it holds {unsafe})")
     if not isinstance(dtype, T.BooleanType):
@@ -1084,7 +1100,7 @@ def sql_query(spark, c, label, views):
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(text)  # parsing runs nothing
     except Exception as e:
         raise bad_input(f"{label}: query does not parse: {first_line(e)}") from None
-    unsafe = unsafe_part(spark, plan)
+    unsafe = internal_proof(label, lambda: unsafe_part(spark, plan))
     if unsafe:
         raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
     try:
@@ -1092,17 +1108,27 @@ def sql_query(spark, c, label, views):
         fields = df.schema.fields
     except Exception as e:
         raise bad_input(f"{label}: query does not run: {first_line(e)}") from None
-    analyzed = df._jdf.queryExecution().analyzed()
-    unsafe = unsafe_part(spark, analyzed)  # IDENTIFIER() names and WINDOW definitions resolved
+    analyzed = internal_proof(label, lambda: analyzed_plan(df))
+    unsafe = internal_proof(label, lambda: unsafe_part(spark, analyzed))  # IDENTIFIER() names, WINDOWs
     if unsafe:
         raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
     if len(fields) != 1 or not isinstance(fields[0].dataType, T.NumericType):
         raise bad_input(f"{label}: query must return one number, returns columns "
                         + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields))
-    if not one_row(analyzed):
+    if not internal_proof(label, lambda: one_row(analyzed)):
         raise bad_input(f"{label}: query must return one row: an aggregate without GROUP BY or "
                         "HAVING (SELECT count(*) FROM ...), or scalar subqueries")
     return df
+
+
+def internal_proof(label, prove):
+    """A proof about a query made on Spark's internals; if they are not what this file knows (another
+    Spark build), the query is refused: bad input naming the check, never a Java trace."""
+    try:
+        return prove()
+    except Exception as e:
+        raise bad_input(f"{label}: query cannot be proven a read-only one-number query on this Spark "
+                        f"build, so it is refused ({first_line(e)})") from None
 
 
 def one_row(plan):
@@ -2098,16 +2124,31 @@ def list_source_files(spark, path):
     return sorted(files)
 
 
-def select_source_files(spark, p, t, ledger, history):
+def select_source_files(spark, p, t, ledger, history, record=True):
     """What to read: --source_path as given, or (--source_files new) the files under it that no
     publish still on main consumed (nor a run that quarantined every row), by main's ancestry and
-    the ledger. A rolled-back publish's files are new again."""
+    the ledger. A rolled-back publish's files are new again. `record`: a run (not a dry run)
+    records at once what main holds of this job's that no record names (see record_unrecorded)."""
     if p.source_files == "all":
         return [p.source_path]
-    consumed = set()
-    for m in consumed_publishes(spark, t, ledger, history):
-        consumed.update(m.input_files)
-    return [f for f in list_source_files(spark, p.source_path) if normalize_path(f) not in consumed]
+    marks = consumed_publishes(spark, t, ledger, history)
+    consumed = {f for m in marks for f in m.input_files}
+    files = list_source_files(spark, p.source_path)
+    if record:
+        record_unrecorded(ledger, marks, {normalize_path(f) for f in files})
+    return [f for f in files if normalize_path(f) not in consumed]
+
+
+def record_unrecorded(ledger, marks, files):
+    """This job's snapshots on main that no record names (published by hand, or written without
+    an audit) go into the ledger now, not at the next publish: expiry must never make their input
+    loadable again. While main holds one without an audit of any of these files, the run fails
+    naming it, as a rerun of its batch does."""
+    if ledger.unrecorded:
+        ledger.complete(ledger.unrecorded)
+    for m in marks:
+        if not m.recorded and set(m.input_files) & files:
+            raise UnauditedOnMain(unaudited_message(m), m)
 
 
 def input_files(df):
@@ -2118,9 +2159,8 @@ def input_files(df):
 
 
 def normalize_path(path):
-    """One spelling per file, whichever alias reached it: s3a:// and s3n:// are s3://, a local
-    file is file:///path, and no user or password in a URL (it would reach the ledger)."""
-    path = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", path)
+    """One spelling per file, whichever alias reached it: s3a:// and s3n:// are s3://, and a local
+    file is file:///path."""
     for scheme in ("s3a://", "s3n://"):
         if path.startswith(scheme):
             return "s3://" + path[len(scheme):]
@@ -3742,9 +3782,15 @@ def scan_metrics(df, aggs):
 
 
 def referenced_columns(df, aggs):
-    """The columns of df that the aggregates read, from Spark's analysis of them (no job)."""
-    refs = df.select(*aggs)._jdf.queryExecution().analyzed().references().toSeq()
-    used = {refs.apply(i).name() for i in range(refs.size())}
+    """The columns of df that the aggregates read, from Spark's analysis of them (no job); all of
+    them if Spark's internals cannot say (another Spark build): a wider scan, the same verdicts."""
+    try:
+        refs = analyzed_plan(df.select(*aggs)).references().toSeq()
+        used = {refs.apply(i).name() for i in range(refs.size())}
+    except Exception as e:
+        log.info("the columns the checks read are not known on this Spark build (%s); scanning all",
+                 first_line(e))
+        return list(df.columns)
     return [name for name in df.columns if name in used]
 
 
@@ -4003,6 +4049,13 @@ def classify_unrecorded(ledger, metadata, marks):
     return pending
 
 
+def unaudited_message(m):
+    return (f"main holds snapshot {m.snapshot_id} of batch {m.batch_id} (run {m.run_id}) that no "
+            "publish recorded: it was written without an audit (was write.wap.enabled turned off?) "
+            "or by an older version whose ledger write failed. Check those rows, roll them back if "
+            "unaudited, then rerun")
+
+
 def already_on_main(consumed, batch):
     """The publish that already loaded this batch (by its id) or every one of its files, or None.
     A batch id names one input: the same id with other input is bad input, naming both; an
@@ -4014,11 +4067,7 @@ def already_on_main(consumed, batch):
     taken, by = set(), None  # this batch's files that publishes loaded, and the newest of those
     for m in consumed:
         if not m.recorded and (m.batch_id == batch.batch_id or set(m.file_ids) & set(batch.file_ids)):
-            raise UnauditedOnMain(
-                f"main holds snapshot {m.snapshot_id} of batch {m.batch_id} (run {m.run_id}) that no "
-                "publish recorded: it was written without an audit (was write.wap.enabled turned "
-                "off?) or by an older version whose ledger write failed. Check those rows, roll them "
-                "back if unaudited, then rerun", m)
+            raise UnauditedOnMain(unaudited_message(m), m)
         if m.batch_id == batch.batch_id:
             if (batch.explicit_id and m.file_ids and m.input_fingerprint
                     and m.input_fingerprint != batch.input_fingerprint):
@@ -4897,10 +4946,15 @@ def dry_run(spark, p, checks):
     then the plan as text. Writes nothing: no table, no column, no branch, no ledger row."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
     exists, ledger = table_exists(spark, t), Ledger.of(spark, p)
-    paths = select_source_files(spark, p, t, ledger, History())
+    if exists:
+        ledger.identify(str(iceberg_table(spark, t).uuid().toString()))
+    paths = select_source_files(spark, p, t, ledger, History(), record=False)
     if not paths:
         return f"dry run: --source_files new: no file under {p.source_path} is new; the run would end nothing_to_publish"
-    files = list_source_files(spark, paths[0]) if paths == [p.source_path] else paths
+    try:
+        files = list_source_files(spark, paths[0]) if paths == [p.source_path] else paths
+    except Exception:  # a glob, say: Spark's reader expands it, the listing does not
+        files = paths
     sample = files[:1] or paths
     source = read_source(spark, p, spark.table(t.sql).schema if exists else None, sample)
     try:
@@ -4939,7 +4993,7 @@ def suggest_checks(spark, p):
     check list that passes on it (JSON, or DQDL with --suggest_format dqdl). Writes nothing."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
     ledger = Ledger.of(spark, p)
-    paths = select_source_files(spark, p, t, ledger, History())
+    paths = select_source_files(spark, p, t, ledger, History(), record=False)
     if not paths:
         raise bad_input(f"--source_path: no new file under {p.source_path} to profile")
     source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None, paths)
@@ -5052,7 +5106,7 @@ def run_job(argv, scrubber):
         check_glue_references(p, p.checks, checks)
         if p.dry_run:
             spark, glue_job = create_session(p)
-            print(dry_run(spark, p, checks))
+            print(scrub(dry_run(spark, p, checks), p.secrets))
             return EXIT_OK, None
         with timed(report, "session"):
             spark, glue_job = create_session(p)
@@ -5155,7 +5209,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         except BranchGone as e:
             return settle_branch_gone(spark, t, report, batch, ledger, e.mark)
     except UnauditedOnMain as e:
-        ledger.complete([e.mark])
+        side_effect("run ledger", lambda: ledger.complete([e.mark]))  # the error names it either way
         raise
     finally:
         if bad is not None:
@@ -5329,6 +5383,7 @@ def stage(spark, p, t, checks, report, batch, df):
 
 def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, metrics, ledger):
     """Every check against exactly the snapshot that will be published."""
+    report.checks = []  # an earlier attempt's verdicts never stand for this snapshot
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
         staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,

@@ -372,3 +372,22 @@ def test_a_failed_audit_fast_forwarded_by_hand_is_not_taken_for_a_publish(wap, s
     code, again = wap.run(path, checks=strict, batch_id="f1")
     assert code == 1 and "no publish recorded" in again.error, again.error
     assert not [r for r in published_runs(spark, wap) if r["batch_id"] == "f1"]
+
+
+def test_new_files_written_without_an_audit_are_never_loaded_again_after_expiry(wap, spark, tmp_path,
+                                                                                 monkeypatch):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    folder = tmp_path / "landing"
+    write_csv(folder / "a.csv", ROWS)
+    monkeypatch.setattr(wap_etl, "fault_point", wap_off_then_killed_before_the_guard(spark, wap))
+    assert wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")[0] == 1
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    code, retry = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 1 and "no publish recorded" in retry.error, retry.error
+    statuses = [r["status"] for r in spark.table(f"{wap.sql}_wap_runs").collect()]
+    assert "unaudited" in statuses, "recorded by the run that found it"
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")
+    expire_all_but_the_last(spark, wap)
+    code, retry = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 1 and "no publish recorded" in retry.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 60], "never loaded a second time"

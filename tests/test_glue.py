@@ -290,3 +290,40 @@ def test_a_token_in_a_glue_argument_never_reaches_the_rerun_command(source):
     command = wap_etl.rerun_command(p, argv)
     assert "S3CR3T" not in command and "<redacted>" in command
     assert "spark.sql.shuffle.partitions=4" in command
+
+
+# Spark internals reached by reflection: on a Spark build where they differ (Glue runs AWS's own),
+# a condition or query that cannot be proven read-only is refused (exit 2 naming the check, nothing
+# written) and a metric that cannot be narrowed to its columns scans them all.
+ANOTHER_BUILD = "com.example.spark.catalyst"  # where another build might keep Spark's plan classes
+ORIGINS = [{"id": 1, "origin": "JFK"}, {"id": 2, "origin": "XXX"}, {"id": 3, "origin": "EWR"}]
+
+
+def test_a_condition_spark_cannot_prove_read_only_exits_2_naming_the_check(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "CATALYST", ANOTHER_BUILD)
+    code, report = wap.run(ORIGINS, checks=[{"check": "expression", "name": "positive", "expr": "id > 0"}])
+    assert code == 2 and "'positive'" in report.error and "cannot be proven read-only" in report.error
+    assert "\n" not in report.error and "Traceback" not in report.error
+    assert not wap.exists()
+
+
+def test_a_sql_check_spark_cannot_prove_read_only_exits_2_naming_the_check(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "CATALYST", ANOTHER_BUILD)
+    sql = {"check": "sql", "name": "some_rows", "query": "SELECT count(*) FROM {batch}", "min": 1}
+    code, report = wap.run(ORIGINS, checks=[sql])
+    assert code == 2 and "'some_rows'" in report.error and "cannot be proven" in report.error
+    assert not wap.exists()
+
+
+def test_row_checks_scan_every_column_when_spark_cannot_say_which_they_read(wap, monkeypatch):
+    from py4j.protocol import Py4JError
+
+    def not_on_this_build(df):
+        raise Py4JError("An error occurred while calling o77.queryExecution: method does not exist")
+    monkeypatch.setattr(wap_etl, "analyzed_plan", not_on_this_build)
+    regex = {"check": "regex", "name": "airport", "column": "origin", "pattern": "^(EWR|JFK|LGA)$"}
+    code, report = wap.run(ORIGINS, checks=[regex])
+    assert code == 3, report.error
+    assert [c["failing_rows"] for c in report.checks if c["name"] == "airport"] == [1]
+    assert wap.run([{"id": 4, "origin": "LGA"}], checks=[regex])[0] == 0
+    assert wap.ids() == [4]

@@ -145,8 +145,3 @@ def test_a_secret_inside_the_batch_id_is_not_scrubbed_from_the_ledger(wap, spark
     row, = spark.table(f"{wap.sql}_wap_runs").collect()
     assert row["batch_id"] == "day-abc123", "identities are never rewritten"
 
-
-def test_a_password_in_a_source_file_url_never_reaches_the_recorded_file_names():
-    recorded = wap_etl.normalize_path(f"ftp://etl:{PASSWORD}@files.example.com/in/a.csv")
-    assert recorded == "ftp://files.example.com/in/a.csv"
-    assert wap_etl.normalize_path("s3a://bucket/k@v/a.csv") == "s3://bucket/k@v/a.csv", "only a URL's user part"
