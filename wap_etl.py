@@ -4246,7 +4246,8 @@ def write_html_report(report, p):
 
 
 def write_report(report, p):
-    """The JSON report: written last, so it holds every step's figures but its own write's."""
+    """The JSON report. Written once more last, so it holds every step's figures but its own
+    write's."""
     return put_text(report_location(report, p, ".json"), json.dumps(asdict(report), indent=2, default=str),
                     "application/json")
 
@@ -4687,7 +4688,8 @@ def finish(report, p, ledger=None, history=None):
     with timed(report, "report"):
         if spark is not None:  # no commit after this
             side_effect("step counts", lambda: count_steps(spark, report, p, ledger))
-        if files:
+        if files:  # the JSON now, should the process die later; written again last, complete
+            side_effect("report", lambda: write_report(report, p))
             side_effect("HTML report", lambda: write_html_report(report, p))
     alert = report.status in p.alert_on
     channels = [

@@ -86,3 +86,17 @@ def test_report_counts_iceberg_commits_and_spark_jobs(wap, orders, spark):
     assert commits["alerts"] == commits["report"] == commits["other"] == 0
     snapshots = spark.sql(f"SELECT count(*) FROM {wap.sql}.snapshots").first()[0]
     assert snapshots == 2  # one staged snapshot per run, each published as it was
+
+
+def test_json_report_is_written_before_the_alerts(wap, orders, monkeypatch):
+    """A run killed while it alerts still leaves its JSON report."""
+    path = os.path.join(wap.reports, f"local.{wap.table}", "b2.json")
+    seen = []
+
+    def put_metrics(report, *args):
+        with open(path) as f:
+            seen.append(json.load(f)["status"])
+
+    monkeypatch.setattr(wap_etl, "put_metrics", put_metrics)
+    code, report = wap.run(orders, checks=CLEAN_CHECKS, batch_id="b2", cloudwatch_namespace="WapTest")
+    assert code == 0 and seen == ["published"]
