@@ -4192,6 +4192,15 @@ def changes_nothing(staged):
 # Report
 # =================================================================================================
 
+# Every second, Spark job and Iceberg commit of a run is in one step of its report. The run's own
+# steps, in order; a step that runs again (a publish retry) adds to its totals.
+RUN_STEPS = ("session", "read", "validate", "prepare", "write", "audit", "publish")
+# The side work once the outcome is settled: the ledger row, the report files, the side channels.
+SIDE_STEPS = ("ledger", "report", "alerts")
+OTHER_STEP = "other"  # outside every named step: parameters, the moments between steps
+JOB_GROUP = "spark.jobGroup.id"  # Spark's local property for a thread's job group
+
+
 @dataclass
 class RunReport:
     status: Status = Status.ERROR
@@ -4213,7 +4222,11 @@ class RunReport:
     rebases: int = 0
     audit_source: str = None
     checks: list = field(default_factory=list)
-    timings: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)  # step -> seconds; they sum to `seconds`
+    spark_jobs: dict = field(default_factory=dict)  # step -> Spark jobs it ran
+    iceberg_commits: dict = field(default_factory=dict)  # step -> commits of table, ledger, quarantine
+    step_windows: dict = field(default_factory=dict)  # step -> [[start, end] epoch ms], per run of it
+    seconds: float = None  # from the start to the report file
     inspect_sql: str = None
     quarantine_table: str = None
     error: str = None
@@ -4302,14 +4315,78 @@ def put_text(location, body, content_type):
     return location
 
 
+def report_location(report, p, extension):
+    """<report_path>/<catalog.namespace.table>/<batch_id>.<extension>"""
+    return f"{p.report_path.rstrip('/')}/{report.table or 'unknown'}/{report.batch_id or 'no_batch'}{extension}"
+
+
+def write_html_report(report, p):
+    """The run as an HTML page beside its JSON report, with the table's recent runs charted from
+    the run ledger."""
+    report.html_report = put_text(report_location(report, p, ".html"),
+                                  render_run_html(asdict(report), run_history(report, p)), "text/html")
+
+
 def write_report(report, p):
-    """<report_path>/<catalog.namespace.table>/<batch_id>.json, and the same run as an HTML page
-    beside it, with the table's recent runs charted from the run ledger."""
-    base = f"{p.report_path.rstrip('/')}/{report.table or 'unknown'}/{report.batch_id or 'no_batch'}"
-    written = put_text(base + ".json", json.dumps(asdict(report), indent=2, default=str), "application/json")
-    side_effect("HTML report", lambda: setattr(report, "html_report", put_text(
-        base + ".html", render_run_html(asdict(report), run_history(report, p)), "text/html")))
-    return written
+    """The JSON report. Written once more last, so it holds every step's figures but its own
+    write's."""
+    return put_text(report_location(report, p, ".json"), json.dumps(asdict(report), indent=2, default=str),
+                    "application/json")
+
+
+def active_session():
+    """The run's SparkSession; None if the run ended before it had one."""
+    from pyspark.sql import SparkSession
+    return SparkSession.getActiveSession()
+
+
+def job_group(report, step):
+    """The Spark job group of a run's step: the report counts its jobs, the Spark UI shows them."""
+    return f"wap_etl-{report.run_id}-{step}"
+
+
+def epoch_ms():
+    return int(time.time() * 1000)
+
+
+def close_timings(report):
+    """The run's wall time so far, and its seconds outside every named step as `other`: the
+    timings sum to `seconds`."""
+    report.seconds = round(time.time() - datetime.fromisoformat(report.started_at).timestamp(), 3)
+    named = sum(v for k, v in report.timings.items() if k != OTHER_STEP)
+    report.timings[OTHER_STEP] = round(max(0.0, report.seconds - named), 3)
+
+
+def count_spark_jobs(spark, report):
+    """The Spark jobs of each step (job groups outlive their jobs in Spark's status tracker)."""
+    sc = spark.sparkContext
+    try:  # the tracker learns of a job from the listener bus: let it catch up
+        sc._jsc.sc().listenerBus().waitUntilEmpty()
+    except Exception as e:
+        log.info("Spark's listener bus did not drain; job counts may be short: %s", first_line(e))
+    tracker = sc.statusTracker()
+    report.spark_jobs = {step: len(tracker.getJobIdsForGroup(job_group(report, step)))
+                         for step in report.timings}
+
+
+def count_iceberg_commits(spark, report, tables):
+    """The commits each step made on the tables the run writes, from their metadata logs: each
+    commit is a new metadata version stamped when it was made, inside one step's window (or
+    between steps: `other`). Counts a concurrent writer's commits in the windows too, and no
+    more than a table's metadata log keeps (write.metadata.previous-versions-max, 100)."""
+    started = int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
+    counts = dict.fromkeys(report.timings, 0)
+    for t in tables:
+        try:
+            metadata = iceberg_table(spark, t).operations().current()
+        except Exception:  # not created: no commits
+            continue
+        for stamp in [e.timestampMillis() for e in metadata.previousFiles()] + [metadata.lastUpdatedMillis()]:
+            if stamp >= started:
+                step = next((s for s, windows in report.step_windows.items()
+                             if any(a <= stamp <= b for a, b in windows)), OTHER_STEP)
+                counts[step] = counts.get(step, 0) + 1
+    report.iceberg_commits = counts
 
 
 HISTORY_RUNS = 30
@@ -4635,10 +4712,11 @@ def render_run_html(report, history):
         body.append(f'<h2>Inspect the audit branch</h2><pre>{_e(r["inspect_sql"])}</pre>')
     if r.get("rerun_command"):
         body.append(f'<h2>Re-run</h2><pre>{_e(r["rerun_command"])}</pre>')
-    timings = r.get("timings") or {}
+    timings, jobs, commits = r.get("timings") or {}, r.get("spark_jobs") or {}, r.get("iceberg_commits") or {}
     longest = max([t for t in timings.values() if t] or [1])
-    body.append("<h2>Timings</h2>" + _table(["Step", "Seconds", ""], [
-        [_e(k), ("-" if v is None else f"{v:.1f}", "n"), f'<span class="tbar" style="width:{120 * (v or 0) / longest:.0f}px"></span>']
+    body.append("<h2>Timings</h2>" + _table(["Step", "Seconds", "", "Spark jobs", "Iceberg commits"], [
+        [_e(k), ("-" if v is None else f"{v:.1f}", "n"), f'<span class="tbar" style="width:{120 * (v or 0) / longest:.0f}px"></span>',
+         (_e(jobs.get(k, "-")), "n"), (_e(commits.get(k, "-")), "n")]
         for k, v in timings.items()], "no timings recorded", "narrow"))
     body.append("<h2>History</h2>" + _history_charts(history, r.get("run_id")))
     return _page(f'{label}: {r.get("table")} batch {r.get("batch_id")}', "".join(body))
@@ -4679,16 +4757,24 @@ def finish(report, p, ledger=None, history=None):
     if p is not None:  # before anything shows the report: log, ledger, files, alerts
         vars(report).update({k: scrubbed(v, p.secrets) for k, v in vars(report).items()
                              if k not in IDENTITY_FIELDS})
+    close_timings(report)
     log.info("WAP_REPORT %s", json.dumps(asdict(report), default=str))
     if report.checks:
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
     if p is None or p.dry_run:  # a dry run writes nothing, not even its error
         return
+    with timed(report, "ledger"):  # part of the protocol for a publish: before the exit, always
+        side_effect("run ledger", lambda: record_run(report, p, ledger))
+    files = p.report_path and report.status is not Status.ALREADY_PUBLISHED
+    spark = active_session()
+    with timed(report, "report"):
+        if spark is not None:  # no commit after this
+            side_effect("step counts", lambda: count_steps(spark, report, p, ledger))
+        if files:  # the JSON now, should the process die later; written again last, complete
+            side_effect("report", lambda: write_report(report, p))
+            side_effect("HTML report", lambda: write_html_report(report, p))
     alert = report.status in p.alert_on
     channels = [
-        ("run ledger", True, lambda: record_run(report, p, ledger)),
-        ("report", p.report_path and report.status is not Status.ALREADY_PUBLISHED,
-         lambda: log.info("report written to %s", write_report(report, p))),
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
         ("Slack alert", alert and p.slack_webhook_url, lambda: send_slack(report, p.slack_webhook_url)),
         ("CloudWatch metrics", p.cloudwatch_namespace,
@@ -4698,9 +4784,28 @@ def finish(report, p, ledger=None, history=None):
         ("Glue workflow run properties", all(p.glue_args.get(n) for n in WORKFLOW_ARGS),
          lambda: put_workflow_properties(report, p)),
     ]
-    for name, wanted, send in channels:
-        if wanted:
-            side_effect(name, send)
+    with timed(report, "alerts"):
+        for name, wanted, send in channels:
+            if wanted:
+                side_effect(name, send)
+    if spark is not None:
+        with timed(report, "report"):  # the page's ledger read ran jobs too; no step since committed
+            side_effect("step counts", lambda: count_spark_jobs(spark, report))
+        report.iceberg_commits = {step: report.iceberg_commits.get(step, 0) for step in report.timings}
+    close_timings(report)
+    if files:
+        side_effect("report", lambda: log.info("report written to %s", write_report(report, p)))
+    log.info("WAP_STEPS %s", json.dumps({"seconds": report.seconds, "timings": report.timings,
+                                         "spark_jobs": report.spark_jobs,
+                                         "iceberg_commits": report.iceberg_commits}))
+
+
+def count_steps(spark, report, p, ledger):
+    """Spark jobs and Iceberg commits per step so far, on the tables the run writes."""
+    t = TableRef(p.catalog, p.namespace, p.table_name)
+    tables = [t, (ledger or Ledger.of(spark, p)).ref] + ([quarantine_ref(t)] if report.quarantine_table else [])
+    count_spark_jobs(spark, report)
+    count_iceberg_commits(spark, report, tables)
 
 
 # =================================================================================================
@@ -5066,12 +5171,21 @@ def plain_number(value):
 
 @contextmanager
 def timed(report, step):
-    """Record the seconds a step took in the report, whatever its outcome."""
-    start = time.perf_counter()
+    """Add the seconds a step took to the report, whatever its outcome, and run its Spark jobs in
+    the step's job group, so the report counts them. A step that runs again adds to its totals;
+    its windows place its Iceberg commits."""
+    spark = active_session()
+    outer = spark and spark.sparkContext.getLocalProperty(JOB_GROUP)
+    if spark is not None:
+        spark.sparkContext.setLocalProperty(JOB_GROUP, job_group(report, step))
+    start, start_ms = time.perf_counter(), epoch_ms()
     try:
         yield
     finally:
-        report.timings[step] = round(time.perf_counter() - start, 3)
+        report.timings[step] = round(report.timings.get(step, 0.0) + time.perf_counter() - start, 3)
+        report.step_windows.setdefault(step, []).append([start_ms, epoch_ms()])
+        if spark is not None:
+            spark.sparkContext.setLocalProperty(JOB_GROUP, outer)
 
 
 def run(argv=None):
@@ -5088,6 +5202,7 @@ def run_job(argv, scrubber):
     """The run, its parameters' secrets handed to the log's scrubber as soon as they are known."""
     report = RunReport(started_at=datetime.now(timezone.utc).isoformat())
     p = glue_job = ledger = history = None
+    outer_group = False  # no session yet: no job group to restore
     try:
         p = parse_params(argv)
         scrubber.secrets = p.secrets
@@ -5110,6 +5225,8 @@ def run_job(argv, scrubber):
             return EXIT_OK, None
         with timed(report, "session"):
             spark, glue_job = create_session(p)
+        outer_group = spark.sparkContext.getLocalProperty(JOB_GROUP)
+        spark.sparkContext.setLocalProperty(JOB_GROUP, job_group(report, OTHER_STEP))
         ledger, history = Ledger.of(spark, p), History()
         code = run_batch(spark, p, checks, report, ledger, history)
     except WapError as e:
@@ -5128,6 +5245,8 @@ def run_job(argv, scrubber):
             pass
     report.exit_code = code
     finish(report, p, ledger, history)
+    if outer_group is not False:  # the caller's job group, as it was before the run
+        spark.sparkContext.setLocalProperty(JOB_GROUP, outer_group)
     if glue_job is not None and code == EXIT_OK:
         glue_job.commit()
     return code, report
@@ -5155,7 +5274,7 @@ def run_batch(spark, p, checks, report, ledger, history):
 
 def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
-    with timed(report, "read"):
+    with timed(report, "validate"):
         check_source(spark, p, source, paths)
         files = identify_input(spark, paths if p.source_files == "new" else input_files(source))
         df = apply_transform(source)

@@ -34,3 +34,23 @@ def test_benchmark_sweep_measures_every_point(tmp_path, spark, monkeypatch):
     assert all(p["wap_over_plain"] > 0 and p["audit_seconds"]["median"] >= 0 for p in points.values())
     assert points[(8, "write")]["decided_by"] != points[(8, "branch")]["decided_by"]
     assert chart.stat().st_size > 1000
+
+
+def test_benchmark_steady_state_sets_wap_and_plain_side_by_side(tmp_path, spark, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", wap_etl.transform)
+    out = tmp_path / "steady.json"
+    results = bench_wap.main(["--steady", "10", "--ledger_runs", "40", "--repeats", "2",
+                              "--work", str(tmp_path / "work"), "--json", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    points = {p["ledger_runs"]: p for p in results["steady"]}
+    assert set(points) == {1, 41}  # the warm-up run's ledger, then 40 earlier runs besides
+    for p in points.values():
+        assert p["rows"] == 10 and p["wap_over_plain"] > 0
+        wap, plain = p["wap"], p["plain"]
+        assert set(wap["steps"]) == set(wap_etl.RUN_STEPS + wap_etl.SIDE_STEPS + (wap_etl.OTHER_STEP,))
+        assert set(plain["steps"]) == {"read", "write", wap_etl.OTHER_STEP}
+        assert all(len(s["runs"]) == 2 for s in list(wap["steps"].values()) + [wap["seconds"]])
+        assert plain["iceberg_commits"] == {"read": 0, "write": 1, wap_etl.OTHER_STEP: 0}
+        assert plain["spark_jobs"]["write"] >= 1
+        assert (wap["iceberg_commits"]["publish"], wap["iceberg_commits"]["ledger"]) == (1, 1)
+        assert wap["spark_jobs"]["audit"] >= 1

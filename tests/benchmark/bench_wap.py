@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
@@ -140,11 +141,20 @@ def create_table(spark, name, schema, partitioned=False):
 
 
 def plain_append(spark, csv_path, table, offset):
-    """The lower bound: what a job without WAP does (same reader, same schema, same transform)."""
-    schema = spark.table(table).schema
-    df = (spark.read.option("header", "true").option("mode", "FAILFAST").schema(schema)
-          .csv(csv_path))
-    offset_transform(offset)(df).writeTo(table).append()
+    """The lower bound: what a job without WAP does (same reader, same schema, same transform).
+    Returns its report, timed, its Spark jobs and Iceberg commits counted by the job's own steps:
+    `read` (the reader, lazy: the CSV is read by the write), `write` (the append alone)."""
+    report = wap_etl.RunReport(started_at=datetime.now(timezone.utc).isoformat())
+    with wap_etl.timed(report, "read"):
+        schema = spark.table(table).schema
+        df = (spark.read.option("header", "true").option("mode", "FAILFAST").schema(schema)
+              .csv(csv_path))
+    with wap_etl.timed(report, "write"):
+        offset_transform(offset)(df).writeTo(table).append()
+    wap_etl.close_timings(report)
+    wap_etl.count_spark_jobs(spark, report)
+    wap_etl.count_iceberg_commits(spark, report, [wap_etl.TableRef(*table.split("."))])
+    return report
 
 
 def wap_run(csv_path, table, offset, batch_id, audit_source, checks=CHECKS, expect=0):
@@ -227,6 +237,12 @@ def timed(fn):
     return time.perf_counter() - start, result
 
 
+def median_steps(timings):
+    """Each step's median seconds over runs (a step a run lacks took 0 s in it)."""
+    steps = dict.fromkeys(k for t in timings for k in t)
+    return {k: round(statistics.median(t.get(k, 0.0) for t in timings), 3) for k in steps}
+
+
 def summary(values):
     return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
             "max": round(max(values), 3), "runs": [round(v, 3) for v in values]}
@@ -257,10 +273,12 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
     create_table(spark, "wap", schema)
     plain_append(spark, csv_path, plain_table, 0)            # warm-up and history for `volume`
     wap_run(csv_path, "wap", 0, "warmup", audit_source)
-    plain, wap, audit, publish, reports = [], [], [], [], []
+    plain, wap, audit, publish, reports, plain_reports = [], [], [], [], [], []
     jobs = None
     for r in range(1, repeats + 1):
-        plain.append(timed(lambda: plain_append(spark, csv_path, plain_table, r * rows))[0])
+        seconds, plain_report = timed(lambda: plain_append(spark, csv_path, plain_table, r * rows))
+        plain.append(seconds)
+        plain_reports.append(plain_report.timings)
         seconds, (report, jobs) = timed(lambda: count_audit_jobs(
             spark, lambda: wap_run(csv_path, "wap", r * rows, f"rep{r}", audit_source)))
         jobs = len(jobs)
@@ -271,8 +289,8 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
     results["plain_seconds"] = summary(plain)
     results["wap_seconds"] = summary(wap)
     results["wap_over_plain"] = round(statistics.median(wap) / statistics.median(plain), 3)
-    results["wap_step_seconds"] = {k: round(statistics.median(t[k] for t in reports), 3)
-                                   for k in reports[0]}
+    results["wap_step_seconds"] = median_steps(reports)
+    results["plain_step_seconds"] = median_steps(plain_reports)
     results["audit_spark_jobs"] = jobs
     results["audit_profile_seconds"] = profile_audit(spark, "wap", report)
 
@@ -302,16 +320,21 @@ def measure(rows, repeats, scaling_rows, work, audit_source):
     return finish_results(results, spark)
 
 
+def batch_files(work, rows_list, name):
+    """For each batch size, its CSV batch in `work`: (spark, rows, path, schema)."""
+    spark = session()
+    use_catalog(spark, os.path.join(work, "warehouse"))
+    for rows in rows_list:
+        csv_path = os.path.join(work, f"{name}_csv_{rows}")
+        yield spark, rows, csv_path, make_csv(spark, rows, csv_path)
+
+
 def sweep(rows_list, repeats, work):
     """WAP against plain at 0, 4, 8 and 16 checks for each batch size, with default settings; at
     8 checks also --audit_source write and a batch with one failing check (exit 3). Runs of a
     point alternate, so drift hits all alike."""
-    spark = session()
-    use_catalog(spark, os.path.join(work, "warehouse"))
     points = []
-    for rows in rows_list:
-        csv_path = os.path.join(work, f"sweep_csv_{rows}")
-        schema = make_csv(spark, rows, csv_path)
+    for spark, rows, csv_path, schema in batch_files(work, rows_list, "sweep"):
         for n in (0, 4, 8, 16):
             variants = {"branch": (SWEEP_CHECKS[:n], "branch", 0)}
             if n == 8:
@@ -350,7 +373,87 @@ def sweep(rows_list, repeats, work):
             for table in ["plain"] + [f"wap_{v}" for v in variants]:
                 spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.{table} PURGE")
                 spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.{table}_wap_runs PURGE")
-    return finish_results({"sweep": points, "repeats": repeats}, spark)
+    return finish_results({"sweep": points, "repeats": repeats}, session())
+
+
+def fill_ledger(spark, ledger_table, template, runs):
+    """`runs` earlier published runs in the ledger, in one Spark write in the ledger's own schema:
+    a real run's row, each copy with a run, batch, fingerprint and snapshot of its own, finished
+    before it, and no input files (so none matches a batch the benchmark loads)."""
+    from pyspark.sql import functions as F
+    row = spark.createDataFrame([wap_etl.ledger_row(template)], wap_etl.LEDGER_COLUMNS)
+    n = F.col("_n")
+    synthetic_id = F.concat(F.lit("synthetic-"), n.cast("string"))
+    earlier = F.col("finished_at") - F.make_interval(mins=(n + 1).cast("int"))
+    copies = (row.crossJoin(spark.range(runs).withColumnRenamed("id", "_n"))
+              .withColumn("run_id", synthetic_id).withColumn("batch_id", synthetic_id)
+              .withColumn("branch", F.concat(F.lit(wap_etl.BRANCH_PREFIX), synthetic_id))
+              .withColumn("input_fingerprint", F.sha2(synthetic_id, 256))
+              .withColumn("main_snapshot_before", -2 - n).withColumn("main_snapshot_after", -1 - n)
+              .withColumn("staged_snapshot", -1 - n)
+              .withColumn("input_files", F.array().cast("array<string>"))
+              .withColumn("input_file_ids", F.array().cast("array<string>"))
+              .withColumn("started_at", earlier).withColumn("finished_at", earlier))
+    copies.select(*row.columns).writeTo(ledger_table).append()
+
+
+def side(runs):
+    """One side's runs (wall seconds, report) as medians with min and max: the run, each step,
+    and its Spark jobs and Iceberg commits per step."""
+    reports = [report for _, report in runs]
+    steps = dict.fromkeys(k for report in reports for k in report.timings)
+    return {"seconds": summary([seconds for seconds, _ in runs]),
+            "steps": {k: summary([report.timings.get(k, 0.0) for report in reports]) for k in steps},
+            "spark_jobs": median_steps([report.spark_jobs for report in reports]),
+            "iceberg_commits": median_steps([report.iceberg_commits for report in reports])}
+
+
+def steady(rows_list, repeats, ledger_runs, work):
+    """The steady state: an existing table and an existing ledger, as every run after the first
+    sees them; WAP and plain alternate, so drift hits both alike. At each batch size, with the
+    ledger of the warm-up run alone, then holding `ledger_runs` earlier runs."""
+    points = []
+    for spark, rows, csv_path, schema in batch_files(work, rows_list, "steady"):
+        for earlier in sorted({0, ledger_runs}):
+            plain_table = create_table(spark, "plain", schema)
+            create_table(spark, "wap", schema)
+            spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.wap_wap_runs PURGE")
+            plain_append(spark, csv_path, plain_table, 0)  # warm-up: history for `volume`, a ledger
+            warmup = wap_run(csv_path, "wap", 0, "warmup", "branch")
+            if earlier:
+                fill_ledger(spark, f"{CATALOG}.{NAMESPACE}.wap_wap_runs", warmup, earlier)
+            plain, wap = [], []
+            for r in range(1, repeats + 1):
+                plain.append(timed(lambda: plain_append(spark, csv_path, plain_table, r * rows)))
+                wap.append(timed(lambda: wap_run(csv_path, "wap", r * rows, f"steady{r}", "branch")))
+            point = {"rows": rows, "ledger_runs": earlier + 1, "plain": side(plain), "wap": side(wap)}
+            point["wap_over_plain"] = round(point["wap"]["seconds"]["median"]
+                                            / point["plain"]["seconds"]["median"], 3)
+            points.append(point)
+            print_steady(point)
+    spark = session()
+    for table in ("plain", "wap", "wap_wap_runs"):
+        spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.{table} PURGE")
+    return finish_results({"steady": points, "repeats": repeats}, spark)
+
+
+def print_steady(p):
+    """WAP's and plain's steps side by side: where WAP's extra seconds go."""
+    print(f"\n{p['rows']:,} rows, ledger of {p['ledger_runs']:,} runs: WAP / plain = {p['wap_over_plain']:.3f}")
+    print(f"{'step':10} {'wap median':>10} {'min':>7} {'max':>7} {'jobs':>5} {'commits':>7}   "
+          f"{'plain median':>12} {'min':>7} {'max':>7} {'jobs':>5} {'commits':>7}")
+    steps = list(dict.fromkeys(list(wap_etl.RUN_STEPS) + list(wap_etl.SIDE_STEPS) + [wap_etl.OTHER_STEP]
+                               + list(p["wap"]["steps"]) + list(p["plain"]["steps"])))
+    for step in steps + ["run"]:
+        cells = []
+        for name, width in (("wap", 10), ("plain", 12)):
+            s = p[name]
+            v = s["seconds"] if step == "run" else s["steps"].get(step)
+            jobs = sum(s["spark_jobs"].values()) if step == "run" else s["spark_jobs"].get(step, 0)
+            commits = sum(s["iceberg_commits"].values()) if step == "run" else s["iceberg_commits"].get(step, 0)
+            cells.append(f"{'-':>{width}} {'':>7} {'':>7} {'':>5} {'':>7}" if v is None else
+                         f"{v['median']:{width}.2f} {v['min']:7.2f} {v['max']:7.2f} {jobs:5g} {commits:7g}")
+        print(f"{step:10} {cells[0]}   {cells[1]}", flush=True)
 
 
 def print_point(p):
@@ -414,6 +517,7 @@ def print_table(r):
         print(f"{label:36} {v['median']:9.2f} {v['min']:9.2f} {v['max']:9.2f}")
     print(f"{'wap / plain':36} {r['wap_over_plain']:9.3f}")
     print(f"{'wap steps (median s)':36} " + ", ".join(f"{k} {v}" for k, v in r["wap_step_seconds"].items()))
+    print(f"{'plain steps (median s)':36} " + ", ".join(f"{k} {v}" for k, v in r["plain_step_seconds"].items()))
     for size, v in r.get("scaling", {}).items():
         print(f"{'audit, table ' + size + ' (s)':36} {v['audit_seconds']['median']:9.2f} "
               f"{v['audit_seconds']['min']:9.2f} {v['audit_seconds']['max']:9.2f}")
@@ -469,11 +573,22 @@ def main(argv=None):
     ap.add_argument("--sweep", default=None,
                     help="comma-separated batch sizes: measure 0/4/8/16 checks (plus --audit_source "
                          "write and a failing check at 8) at each, instead of the single point")
+    ap.add_argument("--steady", default=None,
+                    help="comma-separated batch sizes: the steady state (existing table and ledger, "
+                         "WAP and plain alternating) at each, instead of the single point")
+    ap.add_argument("--ledger_runs", type=int, default=10_000,
+                    help="with --steady: also measure with a ledger holding this many earlier runs")
     ap.add_argument("--json", default=os.path.join(ROOT, "tests", "benchmark", "results.json"))
     ap.add_argument("--chart", default=os.path.join(ROOT, "img", "benchmark.png"))
     args = ap.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="bench_wap_")
     try:
+        if args.steady:
+            results = steady([int(x) for x in args.steady.split(",")], args.repeats, args.ledger_runs, work)
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+            print(f"\nwrote {args.json}")
+            return results
         if args.sweep:
             results = sweep([int(x) for x in args.sweep.split(",")], args.repeats, work)
             with open(args.json, "w") as f:
