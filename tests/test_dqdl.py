@@ -297,7 +297,7 @@ def test_strings_inside_names_keep_their_spaces():
 
 
 def test_empty_ruleset_and_parentheses():
-    assert parse_dqdl("Rules = [ ]") == []
+    assert error("Rules = [ ]") == "DQDL line 1, column 11: a ruleset needs at least one rule"
     assert parse_dqdl('Rules = [ (IsComplete "a") ]')[0]["check"] == "not_null"
     assert parse_dqdl('Rules = [ ((RowCount > 0)) ]')[0]["min"] == 1
 
@@ -371,16 +371,16 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
      "DQDL line 1, column 11: Mean takes one column, got 0"),
     ('Rules = [ RowCount > avg(last(10)) ]',
      "DQDL line 1, column 22: function avg() (dynamic rules) is not supported"),
-    ('Rules = [ RowCount != 5 ]',
-     "DQDL line 1, column 20: '!=' is not supported for RowCount"),
+    ('Rules = [ RowCount matches "5" ]',
+     "DQDL line 1, column 20: 'matches' is not supported for RowCount"),
     ('Rules = [ RowCount between 5 and 6 ]',
      "DQDL line 1, column 20: this RowCount condition can never pass"),
     ('Rules = [ ColumnExists "a" where "x > 1" ]',
      "DQDL line 1, column 28: 'where' is not supported for ColumnExists"),
     ('Rules = [ Mean "x" > 1 with threshold > 0.5 ]',
      "DQDL line 1, column 24: 'with' is not supported for Mean"),
-    ('Rules = [ ColumnValues "x" > 1 with threshold < 0.5 ]',
-     "DQDL line 1, column 47: only 'with threshold > t' or '>= t' can be mapped"),
+    ('Rules = [ ColumnValues "x" > 1 with threshold < 1.5 ]',
+     "DQDL line 1, column 49: a threshold is a number from 0 to 1"),
     ('Rules = [ ColumnValues "x" > "abc" ]',
      'DQDL line 1, column 30: compare with a number, a date "YYYY-MM-DD" or now()'),
     ('Rules = [ CustomSql "select id from primary where a > 1" ]',
@@ -390,10 +390,10 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
     ('Rules = [ DataFreshness "t" <= 24 ]',
      "DQDL line 1, column 32: expected a duration such as 24 hours"),
     ('Rules = [ ColumnValues "x" > $limit ]',
-     "DQDL line 1, column 30: variables ($name) are not supported"),
+     "DQDL line 1, column 30: variable $limit is not defined"),
     ('Rules = [ RowCount > 1 + 2 ]',
      "DQDL line 1, column 24: arithmetic in values is not supported"),
-    ('Metadata = {} Rules = [ ]',
+    ('Metadata = {} Rules = [ RowCount > 0 ]',
      "DQDL line 1, column 1: a ruleset starts"),
     ('Rules = [ RowCount > 0 ] Analyzers = [ ]',
      "DQDL line 1, column 26: unexpected 'Analyzers' after the closing ']'"),
