@@ -658,9 +658,11 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
     "row_count": (set(), {"min", "max", "condition"}),
     "schema": ({"columns"}, set()),
     "column_exists": ({"column"}, set()),
+    "column_names": ({"pattern"}, set()),
     "freshness": ({"column", "max_age_hours"}, set()),
     "volume": (set(), {"min_ratio", "max_ratio", "lookback"}),
-    "stat": ({"column", "stat"}, {"min", "max", "min_exclusive", "max_exclusive", "q", "condition"}),
+    "stat": ({"stat"}, {"column", "columns", "min", "max", "min_exclusive", "max_exclusive", "q",
+                        "condition"}),
     "relationship": ({"to_table"}, {"column", "columns", "to_column", "to_columns"}),
     "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive", "condition"}),
     "anomaly": ({"metric"}, {"lookback", "min_history", "max_deviations"}),
@@ -671,20 +673,25 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
 CHECK_READS = {
     "not_null": None, "between": None, "accepted_values": None, "regex": None, "expression": None,
     "row_count": None, "schema": None, "column_exists": None, "freshness": None, "stat": None,
+    "column_names": None,
     "unique": "main", "primary_key": "main", "sql": "main", "relationship": "another table",
     "volume": "the run ledger", "anomaly": "the run ledger",
 }
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where",
                  "threshold", "labels"}
-NO_WHERE = ("schema", "column_exists", "volume", "sql")  # they look at the batch as a whole
+NO_WHERE = ("schema", "column_exists", "column_names", "volume", "sql")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
 # Statistics of one column, computed in the same pass as the row checks (distinct_count and
 # unique_fraction group the column in a job of their own). Approximate ones say so in the report.
 STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "distinct_count",
-         "null_fraction", "min_length", "max_length", "unique_fraction")
+         "null_fraction", "min_length", "max_length", "unique_fraction", "variance", "entropy",
+         "unique_value_ratio", "correlation", "column_count")
 APPROXIMATE_STATS = ("median", "quantile")
-NUMERIC_STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile")
-GROUPED_STATS = ("distinct_count", "unique_fraction")  # exact, from a grouping of the column
+NUMERIC_STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "variance",
+                 "correlation")
+# exact, from a grouping of the column (or of several: `columns`)
+GROUPED_STATS = ("distinct_count", "unique_fraction", "entropy", "unique_value_ratio")
+STAT_COLUMNS = {"column_count": 0, "correlation": 2}  # how many columns a stat reads, if not one
 
 
 # A condition on a measured value (DQDL's model): between is exclusive, as DQDL's is; the
@@ -777,7 +784,7 @@ class Check:
     @property
     def measures(self):
         """stat and anomaly checks compute a statistic of the batch in the row pass."""
-        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS
+        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS + ("column_count",)
 
 
 def is_number(value):
@@ -877,7 +884,7 @@ def parse_check(spec, index):
              and all(v is None or isinstance(v, (str, bool)) or is_literal_number(v) for v in spec["values"]),
              "values must be a non-empty list of strings, numbers or booleans")
         c.values = spec["values"]
-    elif kind == "regex":
+    elif kind in ("regex", "column_names"):
         need(isinstance(spec["pattern"], str) and spec["pattern"], "pattern must be a string")
         c.pattern = spec["pattern"]
     elif kind == "expression":
@@ -924,6 +931,17 @@ def parse_check(spec, index):
     if kind == "stat":
         c.stat = spec["stat"]
         need(c.stat in STATS, f"stat must be one of {', '.join(STATS)}, got {c.stat!r}")
+        arity = STAT_COLUMNS.get(c.stat, "1+" if c.stat in GROUPED_STATS else 1)
+        need(not ({"column", "columns"} <= spec.keys()), "give column or columns, not both")
+        if arity == 0:
+            need(not {"column", "columns"} & spec.keys(), f"{c.stat} takes no column")
+        elif "columns" in spec:
+            c.columns = names("columns", "column")
+            need(arity == "1+" or len(c.columns) == arity, f"{c.stat} takes {arity} columns")
+            c.column = c.columns[0]
+        else:
+            need(arity in (1, "1+"), f"{c.stat} takes {arity} columns")
+            need("column" in spec, "missing parameter column")
         need((c.stat == "quantile") == ("q" in spec), "q (0..1) goes with stat quantile, and only with it")
         if "q" in spec:
             need(is_number(spec["q"]) and 0 <= spec["q"] <= 1, "q must be a number from 0 to 1")
@@ -952,7 +970,7 @@ def parse_check(spec, index):
         target = c.metric or c.column or "_".join(c.columns or [])
         c.name = f"{kind}_{target}" if target else kind
         if kind == "stat":
-            c.name = f"{c.stat}_{c.column}"
+            c.name = "_".join([c.stat] + (c.columns or [c.column] if c.column else []))
     return c
 
 
@@ -995,7 +1013,7 @@ def validate_checks_against(spark, checks, df, t):
         dtype = df.select(col(c.column)).schema[0].dataType if named and c.column else None
         if c.where:
             check_condition(spark, df, f"{label}: where", c.where)
-        if c.check == "regex":
+        if c.check in ("regex", "column_names"):
             try:
                 spark.sparkContext._jvm.java.util.regex.Pattern.compile(c.pattern)
             except Exception as e:
@@ -1017,9 +1035,11 @@ def validate_checks_against(spark, checks, df, t):
                                                              T.TimestampNTZType)):
             raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
                             "freshness needs a date or timestamp")
-        if c.stat in NUMERIC_STATS and (not isinstance(dtype, T.NumericType)):
-            raise bad_input(f"{label}: {c.stat} needs a numeric column; {c.column!r} is "
-                            f"{dtype.simpleString()}")
+        for name in (c.columns or [c.column]) if c.stat in NUMERIC_STATS else ():
+            dtype_of = df.select(col(name)).schema[0].dataType
+            if not isinstance(dtype_of, T.NumericType):
+                raise bad_input(f"{label}: {c.stat} needs a numeric column; {name!r} is "
+                                f"{dtype_of.simpleString()}")
         if c.stat in GROUPED_STATS and "map<" in dtype.simpleString():
             raise bad_input(f"{label}: {c.stat} cannot group a map column ({c.column!r} is "
                             f"{dtype.simpleString()})")
@@ -1720,12 +1740,19 @@ def _uniqueness(rule):
     # Uniqueness = rows whose value occurs exactly once / all rows; in Deequ, which Glue DQ builds
     # on, NULL rows count in the denominator only, so this is not 1 - the unique check's failing
     # fraction when NULLs occur: a stat, not unique with a tolerance.
-    return _stat(_columns(rule), "unique_fraction", _bounds(rule))
+    return _stat(_columns(rule, one=False), "unique_fraction", _bounds(rule))
 
 
 def _is_primary_key(rule):
     _no_condition(rule)
     return {"check": "primary_key", "columns": _columns(rule, one=False)}
+
+
+def _column_names_match_pattern(rule):
+    _no_condition(rule)
+    if len(rule.params) != 1 or rule.params[0].kind != "string":
+        raise _error(rule.tok, "ColumnNamesMatchPattern takes one quoted regular expression")
+    return {"check": "column_names", "pattern": rule.params[0].text[1:-1]}  # raw: the regex's
 
 
 def _column_exists(rule):
@@ -1867,11 +1894,24 @@ def _row_count(rule):
 
 
 def _stat(column, stat, bounds):
-    return {"check": "stat", "column": column, "stat": stat, **bounds}
+    """A stat check of one column, or of several (a list)."""
+    columns = {"columns": column} if isinstance(column, list) and len(column) > 1 else \
+        {"column": column[0] if isinstance(column, list) else column}
+    return {"check": "stat", **columns, "stat": stat, **bounds}
 
 
-def _stat_rule(stat):
-    return lambda rule: _stat(_columns(rule), stat, _bounds(rule))
+def _stat_rule(stat, columns=1):
+    """A rule that is a statistic of `columns` columns (0: of the table, None: one or more)."""
+    def rule_to_check(rule):
+        if columns == 0:
+            if rule.params:
+                raise _error(rule.params[0], f"{rule.tok.text} takes no column")
+            return {"check": "stat", "stat": stat, **_bounds(rule)}
+        names = _columns(rule, one=columns == 1)
+        if columns not in (1, None) and len(names) != columns:
+            raise _error(rule.tok, f"{rule.tok.text} takes {columns} columns, got {len(names)}")
+        return _stat(names, stat, _bounds(rule))
+    return rule_to_check
 
 
 _QUOTED_SQL = re.compile(r"'(?:\\[\s\S]|[^'\\])*'|\"(?:\\[\s\S]|[^\"\\])*\"|`(?:``|[^`])*`")
@@ -1947,11 +1987,16 @@ _HANDLERS = {
     "ColumnLength": _column_length, "RowCount": _row_count, "Mean": _stat_rule("mean"),
     "Sum": _stat_rule("sum"), "StandardDeviation": _stat_rule("stddev_pop"),
     "DistinctValuesCount": _stat_rule("distinct_count"), "CustomSql": _custom_sql,
+    "Variance": _stat_rule("variance"), "Entropy": _stat_rule("entropy"),
+    "UniqueValueRatio": _stat_rule("unique_value_ratio"), "ColumnCount": _stat_rule("column_count", 0),
+    "ColumnCorrelation": _stat_rule("correlation", 2),
+    "ColumnNamesMatchPattern": _column_names_match_pattern,
     "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness}
 # From awslabs/dqdl rules-config.json: which rule types accept a where clause / a threshold.
 _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Uniqueness", "IsUnique",
              "Mean", "Sum", "StandardDeviation", "DistinctValuesCount", "ColumnLength",
-             "IsPrimaryKey", "ColumnValues", "DataFreshness"}
+             "IsPrimaryKey", "ColumnValues", "DataFreshness", "Variance", "Entropy",
+             "UniqueValueRatio", "ColumnCorrelation"}
 _THRESHOLD_OK = {"ColumnValues", "ColumnDataType"}
 
 
@@ -3407,6 +3452,9 @@ def stat_aggregate(c):
             "quantile": lambda: F.percentile_approx(number, c.q, PERCENTILE_ACCURACY),
             "null_fraction": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
             "min_length": lambda: F.min(F.length(value)), "max_length": lambda: F.max(F.length(value)),
+            "variance": lambda: F.var_pop(number),  # Glue's, like its StandardDeviation: population
+            "correlation": lambda: F.corr(number, (F.when(in_scope(c), col(c.columns[1])) if c.where
+                                                   else col(c.columns[1])).cast("double")),
             }[c.stat]()
 
 
@@ -3417,7 +3465,8 @@ DISTINCT_RSD = 0.01  # --suggest_checks' profile: HyperLogLog++ relative standar
 def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
     stat = f"quantile({c.q})" if c.stat == "quantile" else c.stat
-    key = "row_count" if c.stat == "row_count" else f"{stat}:{c.column.lower()}"
+    key = (c.stat if c.stat in ("row_count", "column_count") else
+           f"{stat}:{','.join(x.lower() for x in c.columns or [c.column])}")
     return f"{key} where {c.where}" if c.where else key
 
 
@@ -3427,14 +3476,22 @@ def measure(spark, c, staged_df, row, in_rows):
     from pyspark.sql import functions as F
     if c.stat == "row_count":
         return float(in_rows)
-    if c.stat in GROUPED_STATS:
-        groups = (rows_in_scope(staged_df, c).filter(col(c.column).isNotNull()).groupBy(col(c.column))
-                  .agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
-                  .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"))
+    if c.stat == "column_count":
+        return len(staged_df.columns)
+    if c.stat in GROUPED_STATS:  # as Deequ's: groups of rows with a value in any column, of N rows
+        keys = [col(x) for x in c.columns or [c.column]]
+        share = F.col("_wap_n") / F.lit(max(in_rows, 1))
+        groups = (rows_in_scope(staged_df, c)
+                  .filter(functools.reduce(lambda a, b: a | b, [k.isNotNull() for k in keys]))
+                  .groupBy(*keys).agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
+                  .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"),
+                       F.sum(-share * F.log(share)).alias("entropy"))
                   .first())
-        if c.stat == "distinct_count":
-            return groups["values"]
-        return (groups["once"] or 0) / in_rows if in_rows else None
+        once = groups["once"] or 0
+        return {"distinct_count": lambda: groups["values"],
+                "unique_fraction": lambda: once / in_rows if in_rows else None,
+                "unique_value_ratio": lambda: once / groups["values"] if groups["values"] else None,
+                "entropy": lambda: groups["entropy"] if in_rows else None}[c.stat]()
     value = row[agg_name(c, "stat")]
     if c.stat == "null_fraction":
         return (value or 0) / in_rows if in_rows else None
@@ -3847,6 +3904,11 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
             results[c.name] = check_result(c, None, n, observed=n, detail=detail)
         elif c.check == "schema":
             results[c.name] = audit_schema(spark, c, staged_df, total)
+        elif c.check == "column_names":  # every name matches the whole pattern (Java's regex)
+            odd = [x for x in staged_df.columns
+                   if not spark.sparkContext._jvm.java.util.regex.Pattern.matches(c.pattern, x)]
+            results[c.name] = check_result(c, None, total, observed=odd or None,
+                                           detail=f"not matching: {', '.join(odd)}" if odd else None)
         elif c.check == "column_exists":
             found = c.column.lower() in {x.lower() for x in staged_df.columns}
             results[c.name] = check_result(c, None, total, observed=found,
@@ -3870,7 +3932,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         r = results[c.name]
         if c.row_level and c.action != "drop" and r["failing_rows"]:
             r["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
-    decided = {"schema": "metadata", "column_exists": "metadata", "volume": "metadata",
+    decided = {"schema": "metadata", "column_exists": "metadata", "column_names": "metadata",
+               "volume": "metadata",
                "unique": "scan", "primary_key": "scan", "relationship": "scan", "sql": "scan"}
     for c in checks:  # how each verdict was reached, for the report
         results[c.name].setdefault("decided_by", "scan" if c.action == "drop" else decided.get(c.check, how))

@@ -127,3 +127,54 @@ def test_not_equal_in_and_not_between_compile_to_conditions():
         "op": "not between", "values": [1, 2]}
     assert parse_dqdl('Rules = [ CustomSql "select 1" in [1, 2] ]')[0]["condition"] == {
         "op": "in", "values": [1, 2]}
+
+
+# ----- rule types that are metrics of the staged rows ---------------------------------------------
+
+STATS_ROWS = [{"id": i, "x": x, "y": 2 * x, "z": 5 - x, "s": s}
+              for i, (x, s) in enumerate(zip([1, 2, 3, 4], ["a", "a", "b", "c"]))]
+METRIC_RULES = {  # rule: passes
+    'Variance "x" = 1.25': True,  # population variance, as Glue's StandardDeviation
+    'Variance "x" > 2': False,
+    'Entropy "s" between 1.039 and 1.040': True,  # -(.5 ln .5 + 2 x .25 ln .25) = 1.0397
+    'UniqueValueRatio "s" between 0.66 and 0.67': True,  # b, c once of a, b, c
+    "ColumnCount = 5": True,
+    "ColumnCount != 5": False,
+    'ColumnCorrelation "x" "y" > 0.99': True,
+    'ColumnCorrelation "x" "z" > 0': False,
+    'Uniqueness "s" "x" = 1.0': True,
+    'Uniqueness "s" > 0.5': False,  # b and c of four rows
+    'ColumnNamesMatchPattern "[a-z]+"': True,
+    'ColumnNamesMatchPattern "[xyz]"': False,
+}
+
+
+def test_metric_rule_types_through_the_job(wap):
+    code, report = wap.run(STATS_ROWS, checks="Rules = [\n" + ",\n".join(METRIC_RULES) + "\n]")
+    results = {r["name"]: r for r in report.checks}
+    assert code == 3
+    assert {name: results[name]["passed"] for name in METRIC_RULES} == METRIC_RULES
+    assert results['Entropy "s" between 1.039 and 1.040']["observed"] == pytest.approx(1.0397, abs=1e-4)
+    assert results["ColumnCount = 5"]["observed"] == 5
+    assert results['ColumnNamesMatchPattern "[xyz]"']["detail"] == "not matching: id, s"
+    assert report.metrics["entropy:s"] == pytest.approx(1.0397, abs=1e-4)
+    assert report.metrics["unique_fraction:s,x"] == 1.0
+
+
+def test_json_stat_over_two_columns_and_a_where(wap):
+    code, report = wap.run(STATS_ROWS, checks=[
+        {"check": "stat", "stat": "correlation", "columns": ["x", "z"], "where": "s = 'a'", "max": -0.99},
+        {"check": "stat", "stat": "unique_fraction", "columns": ["s", "x"], "condition": {"op": "=", "values": [1]}}])
+    assert code == 0 and [r["observed"] for r in report.checks] == [pytest.approx(-1.0), 1.0]
+
+
+def test_correlation_of_a_string_column_exits_2_naming_it(wap):
+    code, report = wap.run(STATS_ROWS, checks='Rules = [ ColumnCorrelation "x" "s" > 0 ]')
+    assert code == 2 and "correlation needs a numeric column; 's' is string" in report.error
+    assert not wap.exists()
+
+
+def test_correlation_takes_two_columns():
+    assert "line 1, column 11: ColumnCorrelation takes 2 columns, got 3" in error(
+        'Rules = [ ColumnCorrelation "a" "b" "c" > 0 ]')
+    assert "column 23: ColumnCount takes no column" in error('Rules = [ ColumnCount "a" > 0 ]')
