@@ -417,7 +417,8 @@ def read_text(location):
         return f.read()
 
 
-DQDL_START = re.compile(r"^(\s*#[^\n]*\n)*\s*Rules\s*=\s*\[")  # a Glue Data Quality ruleset
+# a Glue Data Quality ruleset: its Rules section, after comments, variables or DefaultLabels
+DQDL_RULES = re.compile(r"(?:^|\s)Rules\s*=\s*\[")
 
 
 def load_checks_param(value):
@@ -426,12 +427,15 @@ def load_checks_param(value):
     if value is None:
         return [dict(c) for c in CHECKS]
     text = value.strip()
-    if not text.startswith(("[", "{", '"')) and not DQDL_START.match(text):
+
+    def dqdl(text):
+        return not text.startswith(("[", "{", '"')) and DQDL_RULES.search(text)
+    if not text.startswith(("[", "{", '"')) and not dqdl(text):
         try:
             text = read_text(text)
         except (OSError, Exception) as e:  # noqa: B014 - boto3 errors have no common base here
             raise bad_input(f"--checks: cannot read {value!r} ({e})") from None
-    if DQDL_START.match(text):
+    if dqdl(text):
         return parse_dqdl(text)
     checks = parse_json_param("checks", text, (list, dict))
     if isinstance(checks, dict):
@@ -657,14 +661,16 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
     "expression": ({"expr"}, set()),
     "unique": (set(), {"columns", "column"}),
     "primary_key": (set(), {"columns", "column"}),
-    "row_count": (set(), {"min", "max"}),
+    "row_count": (set(), {"min", "max", "condition"}),
     "schema": ({"columns"}, set()),
     "column_exists": ({"column"}, set()),
+    "column_names": ({"pattern"}, set()),
     "freshness": ({"column", "max_age_hours"}, set()),
     "volume": (set(), {"min_ratio", "max_ratio", "lookback"}),
-    "stat": ({"column", "stat"}, {"min", "max", "min_exclusive", "max_exclusive", "q"}),
+    "stat": ({"stat"}, {"column", "columns", "min", "max", "min_exclusive", "max_exclusive", "q",
+                        "condition"}),
     "relationship": ({"to_table"}, {"column", "columns", "to_column", "to_columns"}),
-    "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive"}),
+    "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive", "condition"}),
     "anomaly": ({"metric"}, {"lookback", "min_history", "max_deviations"}),
 }
 # What each kind of check reads besides the staged rows (None: nothing). After a rebase the rows
@@ -673,19 +679,63 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
 CHECK_READS = {
     "not_null": None, "between": None, "accepted_values": None, "regex": None, "expression": None,
     "row_count": None, "schema": None, "column_exists": None, "freshness": None, "stat": None,
+    "column_names": None,
     "unique": "main", "primary_key": "main", "sql": "main", "relationship": "another table",
     "volume": "the run ledger", "anomaly": "the run ledger",
 }
-COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where"}
-NO_WHERE = ("schema", "column_exists", "volume", "sql")  # they look at the batch as a whole
+COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where",
+                 "threshold", "labels"}
+NO_WHERE = ("schema", "column_exists", "column_names", "volume", "sql")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
 # Statistics of one column, computed in the same pass as the row checks (distinct_count and
 # unique_fraction group the column in a job of their own). Approximate ones say so in the report.
 STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "distinct_count",
-         "null_fraction", "min_length", "max_length", "unique_fraction")
+         "null_fraction", "min_length", "max_length", "unique_fraction", "variance", "entropy",
+         "unique_value_ratio", "correlation", "column_count")
 APPROXIMATE_STATS = ("median", "quantile")
-NUMERIC_STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile")
-GROUPED_STATS = ("distinct_count", "unique_fraction")  # exact, from a grouping of the column
+NUMERIC_STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "variance",
+                 "correlation")
+# exact, from a grouping of the column (or of several: `columns`)
+GROUPED_STATS = ("distinct_count", "unique_fraction", "entropy", "unique_value_ratio")
+STAT_COLUMNS = {"column_count": 0, "correlation": 2}  # how many columns a stat reads, if not one
+
+
+# A condition on a measured value (DQDL's model): between is exclusive, as DQDL's is; the
+# values are numbers (two for between, a list for in).
+COMPARATORS = {"=": lambda x, v: x == v[0], "!=": lambda x, v: x != v[0],
+               ">": lambda x, v: x > v[0], ">=": lambda x, v: x >= v[0],
+               "<": lambda x, v: x < v[0], "<=": lambda x, v: x <= v[0],
+               "between": lambda x, v: v[0] < x < v[1],
+               "not between": lambda x, v: not v[0] < x < v[1],
+               "in": lambda x, v: x in v, "not in": lambda x, v: x not in v}
+
+
+@dataclass
+class Condition:
+    """`op` over `values`, e.g. != [100], not between [0.5, 0.8], in [1, 2]."""
+    op: str
+    values: list
+
+    def holds(self, x):
+        return not (isinstance(x, float) and math.isnan(x)) and COMPARATORS[self.op](x, self.values)
+
+    def __str__(self):
+        v = [f"{x:g}" if isinstance(x, float) else str(x) for x in self.values]
+        return (f"{self.op} {v[0]} and {v[1]}" if "between" in self.op else
+                f"{self.op} [{', '.join(v)}]" if self.op.endswith("in") else f"{self.op} {v[0]}")
+
+
+def parse_condition(value, what):
+    """A condition from its JSON form {"op": "!=", "values": [100]}, or a message saying why not."""
+    if not (isinstance(value, dict) and set(value) == {"op", "values"} and value["op"] in COMPARATORS
+            and isinstance(value["values"], list) and value["values"]
+            and all(is_literal_number(v) for v in value["values"])):
+        return None, (f"{what} must be {{\"op\": one of {', '.join(COMPARATORS)}, "
+                      "\"values\": [numbers]}")
+    arity = 2 if "between" in value["op"] else None if value["op"].endswith("in") else 1
+    if arity and len(value["values"]) != arity:
+        return None, f"{what} {value['op']} takes {arity} value{'s' if arity > 1 else ''}"
+    return Condition(value["op"], list(value["values"])), None
 
 
 @dataclass
@@ -720,6 +770,9 @@ class Check:
     max_deviations: float = 3.0
     max_failing_rows: int = None
     max_failing_fraction: float = None
+    condition: Condition = None  # row_count, stat, sql: instead of min/max
+    threshold: Condition = None  # row checks: on the share of rows that pass
+    labels: dict = None  # carried into the report as given
 
     @property
     def row_level(self):
@@ -737,7 +790,7 @@ class Check:
     @property
     def measures(self):
         """stat and anomaly checks compute a statistic of the batch in the row pass."""
-        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS
+        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS + ("column_count",)
 
 
 def is_number(value):
@@ -786,6 +839,13 @@ def parse_check(spec, index):
         return cols
 
     def bounds(kinds_ok, what):
+        if "condition" in spec:
+            need(not {"min", "max", "min_exclusive", "max_exclusive"} & spec.keys(),
+                 "give a condition or min/max, not both")
+            c.condition, message = parse_condition(spec["condition"], "condition")
+            need(c.condition is not None, message)
+            need(all(kinds_ok(v) for v in c.condition.values), f"condition values must be {what}")
+            return
         need("min" in spec or "max" in spec, "needs min and/or max")
         for bound in ("min", "max"):
             if bound in spec:
@@ -830,7 +890,7 @@ def parse_check(spec, index):
              and all(v is None or isinstance(v, (str, bool)) or is_literal_number(v) for v in spec["values"]),
              "values must be a non-empty list of strings, numbers or booleans")
         c.values = spec["values"]
-    elif kind == "regex":
+    elif kind in ("regex", "column_names"):
         need(isinstance(spec["pattern"], str) and spec["pattern"], "pattern must be a string")
         c.pattern = spec["pattern"]
     elif kind == "expression":
@@ -877,10 +937,30 @@ def parse_check(spec, index):
     if kind == "stat":
         c.stat = spec["stat"]
         need(c.stat in STATS, f"stat must be one of {', '.join(STATS)}, got {c.stat!r}")
+        arity = STAT_COLUMNS.get(c.stat, "1+" if c.stat in GROUPED_STATS else 1)
+        need(not ({"column", "columns"} <= spec.keys()), "give column or columns, not both")
+        if arity == 0:
+            need(not {"column", "columns"} & spec.keys(), f"{c.stat} takes no column")
+        elif "columns" in spec:
+            c.columns = names("columns", "column")
+            need(arity == "1+" or len(c.columns) == arity, f"{c.stat} takes {arity} columns")
+            c.column = c.columns[0]
+        else:
+            need(arity in (1, "1+"), f"{c.stat} takes {arity} columns")
+            need("column" in spec, "missing parameter column")
         need((c.stat == "quantile") == ("q" in spec), "q (0..1) goes with stat quantile, and only with it")
         if "q" in spec:
             need(is_number(spec["q"]) and 0 <= spec["q"] <= 1, "q must be a number from 0 to 1")
             c.q = spec["q"]
+    if "threshold" in spec:
+        need(kind in ROW_CHECKS, f"threshold applies to row checks ({', '.join(ROW_CHECKS)})")
+        c.threshold, message = parse_condition(spec["threshold"], "threshold")
+        need(c.threshold is not None, message)
+    if "labels" in spec:
+        need(isinstance(spec["labels"], dict)
+             and all(isinstance(k, str) and isinstance(v, str) for k, v in spec["labels"].items()),
+             "labels must be an object of string -> string")
+        c.labels = dict(spec["labels"])
     if "max_failing_rows" in spec:
         need(is_count(spec["max_failing_rows"]), "max_failing_rows must be a whole number >= 0")
         c.max_failing_rows = spec["max_failing_rows"]
@@ -896,7 +976,7 @@ def parse_check(spec, index):
         target = c.metric or c.column or "_".join(c.columns or [])
         c.name = f"{kind}_{target}" if target else kind
         if kind == "stat":
-            c.name = f"{c.stat}_{c.column}"
+            c.name = "_".join([c.stat] + (c.columns or [c.column] if c.column else []))
     return c
 
 
@@ -939,7 +1019,7 @@ def validate_checks_against(spark, checks, df, t):
         dtype = df.select(col(c.column)).schema[0].dataType if named and c.column else None
         if c.where:
             check_condition(spark, df, f"{label}: where", c.where)
-        if c.check == "regex":
+        if c.check in ("regex", "column_names"):
             try:
                 spark.sparkContext._jvm.java.util.regex.Pattern.compile(c.pattern)
             except Exception as e:
@@ -961,9 +1041,11 @@ def validate_checks_against(spark, checks, df, t):
                                                              T.TimestampNTZType)):
             raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
                             "freshness needs a date or timestamp")
-        if c.stat in NUMERIC_STATS and (not isinstance(dtype, T.NumericType)):
-            raise bad_input(f"{label}: {c.stat} needs a numeric column; {c.column!r} is "
-                            f"{dtype.simpleString()}")
+        for name in (c.columns or [c.column]) if c.stat in NUMERIC_STATS else ():
+            dtype_of = df.select(col(name)).schema[0].dataType
+            if not isinstance(dtype_of, T.NumericType):
+                raise bad_input(f"{label}: {c.stat} needs a numeric column; {name!r} is "
+                                f"{dtype_of.simpleString()}")
         if c.stat in GROUPED_STATS and "map<" in dtype.simpleString():
             raise bad_input(f"{label}: {c.stat} cannot group a map column ({c.column!r} is "
                             f"{dtype.simpleString()})")
@@ -1262,6 +1344,7 @@ def _tokenize(text):
     return tokens
 
 
+_SECTIONS = ("Metadata", "DataSources", "Analyzers")
 _KEYWORDS = {"between", "not", "in", "matches", "with", "where", "and", "or", "of", "null", "empty",
              "whitespaces_only", "now", "labels"}
 MAX_NOW_OFFSET = 100_000  # (now() - N days): N beyond this overflows Spark's timestamps in hours
@@ -1282,6 +1365,8 @@ class _Parser:
     def __init__(self, text):
         self.tokens = _tokenize(text)
         self.i = 0
+        self.variables = {}       # name = "value" or [values], before the rules; used as $name
+        self.default_labels = {}  # DefaultLabels = [...]: every rule's, unless it sets the key
 
     def peek(self, ahead=0):
         return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
@@ -1302,17 +1387,24 @@ class _Parser:
         return tok
 
     def ruleset(self):
+        while (self.peek().kind == "word" and self.peek().text not in ("Rules", "DefaultLabels")
+               and self.peek().text not in _SECTIONS and self.at("=", ahead=1)):
+            self.variable()
+        if self.peek().text == "DefaultLabels":
+            self.take()
+            self.default_labels = self.labels()
         first = self.take()
         if first.text != "Rules":
-            raise _error(first, f"a ruleset starts with 'Rules = [', found {_describe(first)}")
+            raise _error(first, "a ruleset starts with variables, DefaultLabels or 'Rules = [', "
+                                f"found {_describe(first)}")
         self.expect("=")
         self.expect("[")
-        checks = []
-        if not self.at("]"):
+        if self.at("]"):
+            raise _error(self.peek(), "a ruleset needs at least one rule")
+        checks = [self.top_rule()]
+        while self.at(","):
+            self.take()
             checks.append(self.top_rule())
-            while self.at(","):
-                self.take()
-                checks.append(self.top_rule())
         tok = self.take()
         if tok.text != "]":
             raise _error(tok, f"expected ',' or ']' but found {_describe(tok)}")
@@ -1325,11 +1417,68 @@ class _Parser:
                 check["name"] += f" ({seen[check['name']]})"
         return checks
 
+    def variable(self):
+        """name = "value" | [ "a", "b", NULL, EMPTY, WHITESPACES_ONLY ]"""
+        name = self.take()
+        self.expect("=")
+        if name.text in self.variables:
+            raise _error(name, f"variable {name.text} is defined twice")
+        if self.at("["):
+            self.take()
+            values = [self.string_value()]
+            while self.at(","):
+                self.take()
+                values.append(self.string_value())
+            self.expect("]")
+        else:
+            values = self.string_value()
+        self.variables[name.text] = values
+
+    def string_value(self):
+        tok = self.take()
+        word = tok.text.lower() if tok.kind == "word" else None
+        if tok.kind == "string":
+            return _Val("str", tok.value, tok)
+        if word in ("null", "empty", "whitespaces_only"):
+            return _Val({"null": "null", "empty": "empty"}.get(word, "blank"), None, tok)
+        raise _error(tok, f"expected a quoted string, NULL, EMPTY or WHITESPACES_ONLY, "
+                          f"found {_describe(tok)}")
+
+    def dereference(self):
+        """$name: the variable's value(s), each carrying the position of this use."""
+        dollar, name = self.take(), self.take()
+        if name.kind != "word" or name.text not in self.variables:
+            raise _error(dollar, f"variable ${name.text} is not defined")
+        value = self.variables[name.text]
+        return [v._replace(tok=dollar) for v in value] if isinstance(value, list) else \
+            value._replace(tok=dollar)
+
+    def labels(self):
+        """= [ "key" = "value", ... ]"""
+        self.expect("=")
+        self.expect("[")
+        labels = {}
+        while not self.at("]"):
+            if labels:
+                self.expect(",")
+            key = self.take()
+            self.expect("=")
+            value = self.take()
+            for tok in (key, value):
+                if tok.kind != "string":
+                    raise _error(tok, f"a label is \"key\" = \"value\", found {_describe(tok)}")
+            labels[key.value] = value.value
+        self.take()
+        return labels
+
     def top_rule(self):
         """One rule, named by its source text (whitespace and comments between tokens made one
         space)."""
         start = self.i
         body = self.parenthesised() if self.at("(") else self.rule()
+        if body is not None and self.at("labels") and start < self.i and self.tokens[start].text == "(":
+            self.take()
+            body["labels"] = {**self.default_labels, **body.get("labels", {}), **self.labels()}
         self.refuse_composite()
         text = ""
         for prev, tok in zip([None] + self.tokens[start:self.i], self.tokens[start:self.i]):
@@ -1358,17 +1507,27 @@ class _Parser:
             raise _error(tok, f"rule type {tok.text!r} is not supported; "
                               f"supported: {', '.join(sorted(_HANDLERS))}")
         params = []
-        while True:   # parameters: "quoted" or bare names, optionally after 'of'/'and'
-            if self.at("of", "and") and _is_param(self.peek(1)):
+        while True:   # parameters: "quoted" or bare names or $variables, optionally after 'of'/'and'
+            if self.at("of", "and") and (_is_param(self.peek(1)) or self.at("$", ahead=1)):
                 self.take()
+            if self.at("$"):
+                val = self.dereference()
+                if isinstance(val, list) or val.kind != "str":
+                    raise _error(val.tok if not isinstance(val, list) else val[0].tok,
+                                 "a parameter variable holds one quoted string")
+                params.append(val.tok._replace(kind="string", value=val.value))
+                continue
             if not _is_param(self.peek()):
                 break
             params.append(self.take())
         cond = self.condition() if self.at("=", "!=", "!", ">", ">=", "<", "<=", "between",
                                            "not", "in", "matches") else None
-        where = threshold = None
-        while self.at("where", "with"):   # the grammar puts where before with; either order is read
+        where = threshold = labels = None
+        while self.at("where", "with", "labels"):   # the grammar's order: where, labels, with
             word = self.take()
+            if word.text.lower() == "labels" and labels is None:
+                labels = self.labels()
+                continue
             allowed = _WHERE_OK if word.text.lower() == "where" else _THRESHOLD_OK
             if tok.text not in allowed:
                 raise _error(word, f"'{word.text}' is not supported for {tok.text}")
@@ -1386,9 +1545,10 @@ class _Parser:
         if where is not None:
             check["where"] = where.value
         if threshold is not None:
-            fraction = _threshold(rule)
-            if fraction is not None:
-                check["max_failing_fraction"] = fraction
+            check.update(_threshold(rule))
+        labels = {**self.default_labels, **(labels or {})}
+        if labels:
+            check["labels"] = labels
         return check
 
     def condition(self):
@@ -1407,6 +1567,10 @@ class _Parser:
             low = self.operand()
             self.expect("and")
             args = [low, self.operand()]
+        elif op in ("in", "not in") and self.at("$"):
+            args = self.dereference()
+            if not isinstance(args, list):
+                args = [args]
         elif op in ("in", "not in"):
             self.expect("[")
             args = [self.operand()]
@@ -1461,7 +1625,10 @@ class _Parser:
         elif tok.kind == "word" and self.at("("):
             raise _error(tok, f"function {tok.text}() (dynamic rules) is not supported")
         elif tok.text == "$":
-            raise _error(tok, "variables ($name) are not supported")
+            self.i -= 1
+            val = self.dereference()
+            if isinstance(val, list):
+                raise _error(tok, "a list variable goes after 'in'")
         else:
             raise _error(tok, f"expected a value but found {_describe(tok)}")
         if self.at("+", "-", "*", "/"):
@@ -1529,16 +1696,24 @@ def _no_condition(rule):
 
 
 _RANGE_OPS = ("=", ">", ">=", "<", "<=", "between")
+_CONDITION_OPS = ("!=", "not between", "in", "not in")  # a condition on the metric, not a range
 
 
-def _bounds(rule):
+def _bounds(rule, complement=False):
     """min/max of a numeric condition; DQDL's between is exclusive (awslabs/dqdl
-    NumberBasedCondition: metric > low && metric < high), so both ends get *_exclusive."""
-    cond = _condition(rule, _RANGE_OPS)
+    NumberBasedCondition: metric > low && metric < high), so both ends get *_exclusive. !=, not
+    between, in and not in become a condition on the metric. `complement`: the condition is on
+    1 - the metric (Completeness as the null fraction)."""
+    cond = _condition(rule, _RANGE_OPS + _CONDITION_OPS)
     for a in cond.args:
         if a.kind != "num":
             raise _error(a.tok, f"expected a number, found {_describe(a.tok)}")
-    return _range(cond.op, [a.value for a in cond.args])
+    values = [a.value for a in cond.args]
+    if cond.op in _CONDITION_OPS:
+        if complement:
+            values = sorted(_complement(v) for v in values)
+        return {"condition": {"op": cond.op, "values": values}}
+    return _range(cond.op, values)
 
 
 def _range(op, values):
@@ -1551,14 +1726,16 @@ def _range(op, values):
 
 def _threshold(rule):
     """'with threshold > t' (share of rows that pass) as max_failing_fraction = 1 - t. The
-    check allows fraction <= 1 - t, so a strict '>' is read as '>=' (differs only at equality)."""
+    check allows fraction <= 1 - t, so a strict '>' is read as '>=' (differs only at equality).
+    Any other comparator is a condition on the share of rows that pass."""
     cond = rule.threshold
+    for t in cond.args:
+        if t.kind != "num" or not 0 <= t.value <= 1:
+            raise _error(t.tok, "a threshold is a number from 0 to 1")
     t = cond.args[0]
-    if t.kind != "num" or not 0 <= t.value <= 1:
-        raise _error(t.tok, "a threshold is a number from 0 to 1")
     if cond.op in (">", ">=") or (cond.op == "=" and t.value == 1):
-        return None if t.value >= 1 else _complement(t.value)
-    raise _error(cond.tok, "only 'with threshold > t' or '>= t' can be mapped")
+        return {} if t.value >= 1 else {"max_failing_fraction": _complement(t.value)}
+    return {"threshold": {"op": cond.op, "values": [a.value for a in cond.args]}}
 
 
 def _is_complete(rule):
@@ -1569,7 +1746,9 @@ def _is_complete(rule):
 def _completeness(rule):
     # Completeness = non-NULL rows / rows, so ">= t" is exactly not_null failing at most 1 - t
     # of the rows; any other condition bounds null_fraction = 1 - completeness instead.
-    column, b = _columns(rule), _bounds(rule)
+    column, b = _columns(rule), _bounds(rule, complement=True)
+    if "condition" in b:
+        return _stat(column, "null_fraction", b)
     if set(b) == {"min"} or b == {"min": 1, "max": 1}:
         check = {"check": "not_null", "column": column}
         if b["min"] < 1:
@@ -1593,12 +1772,19 @@ def _uniqueness(rule):
     # Uniqueness = rows whose value occurs exactly once / all rows; in Deequ, which Glue DQ builds
     # on, NULL rows count in the denominator only, so this is not 1 - the unique check's failing
     # fraction when NULLs occur: a stat, not unique with a tolerance.
-    return _stat(_columns(rule), "unique_fraction", _bounds(rule))
+    return _stat(_columns(rule, one=False), "unique_fraction", _bounds(rule))
 
 
 def _is_primary_key(rule):
     _no_condition(rule)
     return {"check": "primary_key", "columns": _columns(rule, one=False)}
+
+
+def _column_names_match_pattern(rule):
+    _no_condition(rule)
+    if len(rule.params) != 1 or rule.params[0].kind != "string":
+        raise _error(rule.tok, "ColumnNamesMatchPattern takes one quoted regular expression")
+    return {"check": "column_names", "pattern": rule.params[0].text[1:-1]}  # raw: the regex's
 
 
 def _column_exists(rule):
@@ -1724,6 +1910,11 @@ def _row_count(rule):
     if rule.params:
         raise _error(rule.params[0], "RowCount takes no column")
     b, check = _bounds(rule), {"check": "row_count"}
+    if "condition" in b:
+        for a in rule.cond.args:
+            if not is_count(a.value):
+                raise _error(a.tok, "RowCount compares with whole numbers >= 0 here")
+        return {**check, **b}
     if "min" in b:   # whole rows: > 9.5 and > 9 both mean >= 10
         low = math.floor(b["min"]) + 1 if b.get("min_exclusive") else math.ceil(b["min"])
         check["min"] = max(0, low)
@@ -1735,11 +1926,24 @@ def _row_count(rule):
 
 
 def _stat(column, stat, bounds):
-    return {"check": "stat", "column": column, "stat": stat, **bounds}
+    """A stat check of one column, or of several (a list)."""
+    columns = {"columns": column} if isinstance(column, list) and len(column) > 1 else \
+        {"column": column[0] if isinstance(column, list) else column}
+    return {"check": "stat", **columns, "stat": stat, **bounds}
 
 
-def _stat_rule(stat):
-    return lambda rule: _stat(_columns(rule), stat, _bounds(rule))
+def _stat_rule(stat, columns=1):
+    """A rule that is a statistic of `columns` columns (0: of the table, None: one or more)."""
+    def rule_to_check(rule):
+        if columns == 0:
+            if rule.params:
+                raise _error(rule.params[0], f"{rule.tok.text} takes no column")
+            return {"check": "stat", "stat": stat, **_bounds(rule)}
+        names = _columns(rule, one=columns == 1)
+        if columns not in (1, None) and len(names) != columns:
+            raise _error(rule.tok, f"{rule.tok.text} takes {columns} columns, got {len(names)}")
+        return _stat(names, stat, _bounds(rule))
+    return rule_to_check
 
 
 _QUOTED_SQL = re.compile(r"'(?:\\[\s\S]|[^'\\])*'|\"(?:\\[\s\S]|[^\"\\])*\"|`(?:``|[^`])*`")
@@ -1815,11 +2019,16 @@ _HANDLERS = {
     "ColumnLength": _column_length, "RowCount": _row_count, "Mean": _stat_rule("mean"),
     "Sum": _stat_rule("sum"), "StandardDeviation": _stat_rule("stddev_pop"),
     "DistinctValuesCount": _stat_rule("distinct_count"), "CustomSql": _custom_sql,
+    "Variance": _stat_rule("variance"), "Entropy": _stat_rule("entropy"),
+    "UniqueValueRatio": _stat_rule("unique_value_ratio"), "ColumnCount": _stat_rule("column_count", 0),
+    "ColumnCorrelation": _stat_rule("correlation", 2),
+    "ColumnNamesMatchPattern": _column_names_match_pattern,
     "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness}
 # From awslabs/dqdl rules-config.json: which rule types accept a where clause / a threshold.
 _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Uniqueness", "IsUnique",
              "Mean", "Sum", "StandardDeviation", "DistinctValuesCount", "ColumnLength",
-             "IsPrimaryKey", "ColumnValues", "DataFreshness"}
+             "IsPrimaryKey", "ColumnValues", "DataFreshness", "Variance", "Entropy",
+             "UniqueValueRatio", "ColumnCorrelation"}
 _THRESHOLD_OK = {"ColumnValues", "ColumnDataType"}
 
 
@@ -3259,10 +3468,17 @@ def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail
             passed = failing_rows <= (c.max_failing_rows or 0)
         if c.max_failing_fraction is not None:
             passed = passed and fraction <= c.max_failing_fraction
-    return {"name": c.name, "check": c.check, "action": c.action, "passed": passed,
-            "failing_rows": failing_rows, "failing_fraction": round(fraction, 6),
-            "max_failing_rows": c.max_failing_rows, "max_failing_fraction": c.max_failing_fraction,
-            "observed": observed, "detail": detail, "sample": sample or []}
+        if c.threshold is not None:  # the share of rows that pass, under the condition
+            passed = c.threshold.holds(1 - fraction)
+            if not passed:
+                detail = f"{1 - fraction:.6g} of the rows passed, expected {c.threshold}"
+    result = {"name": c.name, "check": c.check, "action": c.action, "passed": passed,
+              "failing_rows": failing_rows, "failing_fraction": round(fraction, 6),
+              "max_failing_rows": c.max_failing_rows, "max_failing_fraction": c.max_failing_fraction,
+              "observed": observed, "detail": detail, "sample": sample or []}
+    if c.labels:
+        result["labels"] = c.labels
+    return result
 
 
 def agg_name(c, what):
@@ -3306,6 +3522,9 @@ def stat_aggregate(c):
             "quantile": lambda: F.percentile_approx(number, c.q, PERCENTILE_ACCURACY),
             "null_fraction": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
             "min_length": lambda: F.min(F.length(value)), "max_length": lambda: F.max(F.length(value)),
+            "variance": lambda: F.var_pop(number),  # Glue's, like its StandardDeviation: population
+            "correlation": lambda: F.corr(number, (F.when(in_scope(c), col(c.columns[1])) if c.where
+                                                   else col(c.columns[1])).cast("double")),
             }[c.stat]()
 
 
@@ -3316,7 +3535,8 @@ DISTINCT_RSD = 0.01  # --suggest_checks' profile: HyperLogLog++ relative standar
 def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
     stat = f"quantile({c.q})" if c.stat == "quantile" else c.stat
-    key = "row_count" if c.stat == "row_count" else f"{stat}:{c.column.lower()}"
+    key = (c.stat if c.stat in ("row_count", "column_count") else
+           f"{stat}:{','.join(x.lower() for x in c.columns or [c.column])}")
     return f"{key} where {c.where}" if c.where else key
 
 
@@ -3326,14 +3546,22 @@ def measure(spark, c, staged_df, row, in_rows):
     from pyspark.sql import functions as F
     if c.stat == "row_count":
         return float(in_rows)
-    if c.stat in GROUPED_STATS:
-        groups = (rows_in_scope(staged_df, c).filter(col(c.column).isNotNull()).groupBy(col(c.column))
-                  .agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
-                  .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"))
+    if c.stat == "column_count":
+        return len(staged_df.columns)
+    if c.stat in GROUPED_STATS:  # as Deequ's: groups of rows with a value in any column, of N rows
+        keys = [col(x) for x in c.columns or [c.column]]
+        share = F.col("_wap_n") / F.lit(max(in_rows, 1))
+        groups = (rows_in_scope(staged_df, c)
+                  .filter(functools.reduce(lambda a, b: a | b, [k.isNotNull() for k in keys]))
+                  .groupBy(*keys).agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
+                  .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"),
+                       F.sum(-share * F.log(share)).alias("entropy"))
                   .first())
-        if c.stat == "distinct_count":
-            return groups["values"]
-        return (groups["once"] or 0) / in_rows if in_rows else None
+        once = groups["once"] or 0
+        return {"distinct_count": lambda: groups["values"],
+                "unique_fraction": lambda: once / in_rows if in_rows else None,
+                "unique_value_ratio": lambda: once / groups["values"] if groups["values"] else None,
+                "entropy": lambda: groups["entropy"] if in_rows else None}[c.stat]()
     value = row[agg_name(c, "stat")]
     if c.stat == "null_fraction":
         return (value or 0) / in_rows if in_rows else None
@@ -3345,6 +3573,8 @@ def outside_bounds(c, value):
     outside every range."""
     if math.isnan(value):
         return "the value is NaN"
+    if c.condition is not None:
+        return None if c.condition.holds(value) else f"{value:g} is not {c.condition}"
     low = c.min is not None and (value <= c.min if c.min_exclusive else value < c.min)
     high = c.max is not None and (value >= c.max if c.max_exclusive else value > c.max)
     if not (low or high):
@@ -3737,12 +3967,18 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
             n = in_rows(c)
             too_few = c.min is not None and n < c.min
             too_many = c.max is not None and n > c.max
-            results[c.name] = check_result(
-                c, None, n, observed=n,
-                detail=f"{n} rows, expected {c.min if c.min is not None else '-'}.."
-                       f"{c.max if c.max is not None else '-'}" if too_few or too_many else None)
+            detail = (f"{n} rows, expected {c.min if c.min is not None else '-'}.."
+                      f"{c.max if c.max is not None else '-'}" if too_few or too_many else None)
+            if c.condition is not None:
+                detail = None if c.condition.holds(n) else f"{n} rows, expected {c.condition}"
+            results[c.name] = check_result(c, None, n, observed=n, detail=detail)
         elif c.check == "schema":
             results[c.name] = audit_schema(spark, c, staged_df, total)
+        elif c.check == "column_names":  # every name matches the whole pattern (Java's regex)
+            odd = [x for x in staged_df.columns
+                   if not spark.sparkContext._jvm.java.util.regex.Pattern.matches(c.pattern, x)]
+            results[c.name] = check_result(c, None, total, observed=odd or None,
+                                           detail=f"not matching: {', '.join(odd)}" if odd else None)
         elif c.check == "column_exists":
             found = c.column.lower() in {x.lower() for x in staged_df.columns}
             results[c.name] = check_result(c, None, total, observed=found,
@@ -3766,7 +4002,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         r = results[c.name]
         if c.row_level and c.action != "drop" and r["failing_rows"]:
             r["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
-    decided = {"schema": "metadata", "column_exists": "metadata", "volume": "metadata",
+    decided = {"schema": "metadata", "column_exists": "metadata", "column_names": "metadata",
+               "volume": "metadata",
                "unique": "scan", "primary_key": "scan", "relationship": "scan", "sql": "scan"}
     for c in checks:  # how each verdict was reached, for the report
         results[c.name].setdefault("decided_by", "scan" if c.action == "drop" else decided.get(c.check, how))

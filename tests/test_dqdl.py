@@ -297,7 +297,7 @@ def test_strings_inside_names_keep_their_spaces():
 
 
 def test_empty_ruleset_and_parentheses():
-    assert parse_dqdl("Rules = [ ]") == []
+    assert error("Rules = [ ]") == "DQDL line 1, column 11: a ruleset needs at least one rule"
     assert parse_dqdl('Rules = [ (IsComplete "a") ]')[0]["check"] == "not_null"
     assert parse_dqdl('Rules = [ ((RowCount > 0)) ]')[0]["min"] == 1
 
@@ -329,13 +329,13 @@ def test_sql_injection_in_names_and_values_stays_quoted():
 # ----- errors ---------------------------------------------------------------------------------
 
 def test_unsupported_rule_type():
-    message = error('Rules = [\n  IsComplete "a",\n    Entropy "x" > 1\n]')
-    assert message.startswith("DQDL line 3, column 5: rule type 'Entropy' is not supported; "
-                              "supported: ColumnDataType, ColumnExists")
-    assert "ColumnCorrelation" in error('Rules = [ ColumnCorrelation "a" "b" > 0.5 ]')
+    message = error('Rules = [\n  IsComplete "a",\n    SchemaMatch "x" = 1.0\n]')
+    assert message.startswith("DQDL line 3, column 5: rule type 'SchemaMatch' is not supported; "
+                              "supported: ColumnCorrelation, ColumnCount")
+    assert "ColumnCorrelation" in error('Rules = [ AggregateMatch "sum(a)" "sum(b)" > 0.5 ]')
     assert "line 1, column 11: rule type 'DatasetMatch'" in error(
         'Rules = [ DatasetMatch "reference" "ID1,ID2" = 0.99 ]')
-    assert "'UniqueValueRatio' is not supported" in error('Rules = [ UniqueValueRatio "a" < 0.5 ]')
+    assert "'DetectAnomalies' is not supported" in error('Rules = [ DetectAnomalies "RowCount" ]')
 
 
 def test_missing_bracket():
@@ -371,16 +371,16 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
      "DQDL line 1, column 11: Mean takes one column, got 0"),
     ('Rules = [ RowCount > avg(last(10)) ]',
      "DQDL line 1, column 22: function avg() (dynamic rules) is not supported"),
-    ('Rules = [ RowCount != 5 ]',
-     "DQDL line 1, column 20: '!=' is not supported for RowCount"),
+    ('Rules = [ RowCount matches "5" ]',
+     "DQDL line 1, column 20: 'matches' is not supported for RowCount"),
     ('Rules = [ RowCount between 5 and 6 ]',
      "DQDL line 1, column 20: this RowCount condition can never pass"),
     ('Rules = [ ColumnExists "a" where "x > 1" ]',
      "DQDL line 1, column 28: 'where' is not supported for ColumnExists"),
     ('Rules = [ Mean "x" > 1 with threshold > 0.5 ]',
      "DQDL line 1, column 24: 'with' is not supported for Mean"),
-    ('Rules = [ ColumnValues "x" > 1 with threshold < 0.5 ]',
-     "DQDL line 1, column 47: only 'with threshold > t' or '>= t' can be mapped"),
+    ('Rules = [ ColumnValues "x" > 1 with threshold < 1.5 ]',
+     "DQDL line 1, column 49: a threshold is a number from 0 to 1"),
     ('Rules = [ ColumnValues "x" > "abc" ]',
      'DQDL line 1, column 30: compare with a number, a date "YYYY-MM-DD" or now()'),
     ('Rules = [ CustomSql "select id from primary where a > 1" ]',
@@ -390,10 +390,10 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
     ('Rules = [ DataFreshness "t" <= 24 ]',
      "DQDL line 1, column 32: expected a duration such as 24 hours"),
     ('Rules = [ ColumnValues "x" > $limit ]',
-     "DQDL line 1, column 30: variables ($name) are not supported"),
+     "DQDL line 1, column 30: variable $limit is not defined"),
     ('Rules = [ RowCount > 1 + 2 ]',
      "DQDL line 1, column 24: arithmetic in values is not supported"),
-    ('Metadata = {} Rules = [ ]',
+    ('Metadata = {} Rules = [ RowCount > 0 ]',
      "DQDL line 1, column 1: a ruleset starts"),
     ('Rules = [ RowCount > 0 ] Analyzers = [ ]',
      "DQDL line 1, column 26: unexpected 'Analyzers' after the closing ']'"),
@@ -497,8 +497,8 @@ def test_dqdl_threshold_tolerates_a_share_of_rows(wap):
 
 
 def test_unsupported_rule_exits_2_naming_it_and_its_position(wap):
-    code, report = wap.run(ROWS, checks='Rules = [\n  IsComplete "id",\n  Entropy "x" > 1\n]')
-    assert code == 2 and "line 3, column 3" in report.error and "'Entropy'" in report.error
+    code, report = wap.run(ROWS, checks='Rules = [\n  IsComplete "id",\n  SchemaMatch "x" = 1.0\n]')
+    assert code == 2 and "line 3, column 3" in report.error and "'SchemaMatch'" in report.error
     assert not wap.exists()
 
 

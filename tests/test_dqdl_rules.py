@@ -1,0 +1,180 @@
+"""DQDL as Glue Data Quality users write it, through the real job: conditions on metrics (!=, not
+between, in, not in), thresholds with any comparator, labels, variables; and the JSON form of a
+condition the rules compile to."""
+import pytest
+
+import wap_etl
+from wap_etl import parse_dqdl
+
+HUNDRED = [{"id": i, "status": "paid" if i % 3 else "new", "c": None if i % 10 < 3 else i}
+           for i in range(100)]  # 66 paid, 34 new; completeness of c: 0.7
+
+
+def run(wap, rules):
+    code, report = wap.run(HUNDRED, checks=rules)
+    return code, {r["name"]: r for r in report.checks}
+
+
+def error(text):
+    with pytest.raises(wap_etl.WapError) as info:
+        parse_dqdl(text)
+    assert info.value.code == 2
+    return str(info.value)
+
+
+def test_rowcount_not_equal_fails_on_100_rows(wap):
+    code, results = run(wap, "Rules = [ RowCount != 100, RowCount != 99 ]")
+    assert code == 3
+    assert results["RowCount != 100"]["passed"] is False
+    assert results["RowCount != 100"]["detail"] == "100 rows, expected != 100"
+    assert results["RowCount != 99"]["passed"] is True
+
+
+def test_completeness_not_between_fails_inside_the_range(wap):
+    code, results = run(wap, 'Rules = [ Completeness "c" not between 0.5 and 0.8, '
+                             'Completeness "c" not between 0.8 and 0.9 ]')
+    assert code == 3
+    assert results['Completeness "c" not between 0.5 and 0.8']["passed"] is False
+    assert results['Completeness "c" not between 0.8 and 0.9']["passed"] is True
+
+
+def test_statistic_in_and_not_in_a_list(wap):
+    code, results = run(wap, 'Rules = [ DistinctValuesCount "status" in [2, 3], '
+                             'DistinctValuesCount "status" not in [2], Sum "id" != 4950 ]')
+    assert code == 3
+    assert results['DistinctValuesCount "status" in [2, 3]']["passed"] is True
+    assert results['DistinctValuesCount "status" not in [2]']["passed"] is False
+    assert results['Sum "id" != 4950']["passed"] is False
+
+
+def test_threshold_at_most_fails_when_more_rows_pass(wap):
+    code, results = run(wap, 'Rules = [ ColumnValues "status" in ["paid"] with threshold <= 0.4, '
+                             'ColumnValues "status" in ["paid"] with threshold between 0.6 and 0.7 ]')
+    assert code == 3
+    low = results['ColumnValues "status" in ["paid"] with threshold <= 0.4']
+    assert low["passed"] is False and low["failing_rows"] == 34
+    assert "0.66 of the rows passed, expected <= 0.4" in low["detail"]
+    assert results['ColumnValues "status" in ["paid"] with threshold between 0.6 and 0.7']["passed"]
+
+
+def test_variables_and_labels_reach_the_report(wap):
+    rules = '''allowed = ["new", "paid"]
+    column = "status"
+    DefaultLabels = ["team" = "orders"]
+    Rules = [
+        ColumnValues $column in $allowed labels = ["severity" = "high"],
+        (RowCount > 0) labels = ["team" = "core"]
+    ]'''
+    code, report = wap.run(HUNDRED, checks=rules)
+    assert code == 0
+    assert [r["labels"] for r in report.checks] == [
+        {"team": "orders", "severity": "high"}, {"team": "core"}]
+    assert wap.exists()
+
+
+def test_variable_list_refuses_a_value_outside_it(wap):
+    code, results = run(wap, 'only = ["new"]\nRules = [ ColumnValues "status" in $only ]')
+    assert code == 3 and results['ColumnValues "status" in $only']["failing_rows"] == 66
+
+
+def test_json_condition_on_row_count(wap):
+    code, report = wap.run(HUNDRED, checks=[{"check": "row_count", "condition": {"op": "not in", "values": [100, 200]}}])
+    assert code == 3 and report.checks[0]["detail"] == "100 rows, expected not in [100, 200]"
+
+
+def test_json_condition_and_bounds_together_exit_2_before_writing(wap):
+    code, report = wap.run(HUNDRED, checks=[{"check": "row_count", "min": 1,
+                                             "condition": {"op": "!=", "values": [5]}}])
+    assert code == 2 and "give a condition or min/max, not both" in report.error
+    assert not wap.exists()
+
+
+def test_json_threshold_only_on_row_checks(wap):
+    code, report = wap.run(HUNDRED, checks=[{"check": "row_count", "min": 1,
+                                             "threshold": {"op": "<", "values": [0.5]}}])
+    assert code == 2 and "threshold applies to row checks" in report.error
+
+
+# ----- parsing: no run --------------------------------------------------------------------------
+
+def test_empty_ruleset_is_an_error_as_in_glue():
+    assert error("Rules = [\n]").endswith("DQDL line 2, column 1: a ruleset needs at least one rule")
+
+
+def test_undefined_variable_names_its_position():
+    assert "line 1, column 36: variable $nope is not defined" in error(
+        'Rules = [ ColumnValues "status" in $nope ]')
+
+
+def test_variable_list_as_a_single_value_is_refused():
+    assert "column 35: a list variable goes after 'in'" in error(
+        'v = ["a"]\nRules = [ ColumnValues "status" = $v ]')
+
+
+def test_label_must_be_quoted_key_and_value():
+    assert 'line 1, column 35: a label is "key" = "value"' in error(
+        'Rules = [ RowCount > 0 labels = [ team = "x" ] ]')
+
+
+def test_variable_as_a_column_parameter():
+    checks = parse_dqdl('col = "order id"\nRules = [ IsComplete $col ]')
+    assert checks[0]["column"] == "order id" and checks[0]["name"] == "IsComplete $col"
+
+
+def test_not_equal_in_and_not_between_compile_to_conditions():
+    assert parse_dqdl("Rules = [ RowCount != 100 ]")[0]["condition"] == {"op": "!=", "values": [100]}
+    assert parse_dqdl('Rules = [ Mean "x" not between 1 and 2 ]')[0]["condition"] == {
+        "op": "not between", "values": [1, 2]}
+    assert parse_dqdl('Rules = [ CustomSql "select 1" in [1, 2] ]')[0]["condition"] == {
+        "op": "in", "values": [1, 2]}
+
+
+# ----- rule types that are metrics of the staged rows ---------------------------------------------
+
+STATS_ROWS = [{"id": i, "x": x, "y": 2 * x, "z": 5 - x, "s": s}
+              for i, (x, s) in enumerate(zip([1, 2, 3, 4], ["a", "a", "b", "c"]))]
+METRIC_RULES = {  # rule: passes
+    'Variance "x" = 1.25': True,  # population variance, as Glue's StandardDeviation
+    'Variance "x" > 2': False,
+    'Entropy "s" between 1.039 and 1.040': True,  # -(.5 ln .5 + 2 x .25 ln .25) = 1.0397
+    'UniqueValueRatio "s" between 0.66 and 0.67': True,  # b, c once of a, b, c
+    "ColumnCount = 5": True,
+    "ColumnCount != 5": False,
+    'ColumnCorrelation "x" "y" > 0.99': True,
+    'ColumnCorrelation "x" "z" > 0': False,
+    'Uniqueness "s" "x" = 1.0': True,
+    'Uniqueness "s" > 0.5': False,  # b and c of four rows
+    'ColumnNamesMatchPattern "[a-z]+"': True,
+    'ColumnNamesMatchPattern "[xyz]"': False,
+}
+
+
+def test_metric_rule_types_through_the_job(wap):
+    code, report = wap.run(STATS_ROWS, checks="Rules = [\n" + ",\n".join(METRIC_RULES) + "\n]")
+    results = {r["name"]: r for r in report.checks}
+    assert code == 3
+    assert {name: results[name]["passed"] for name in METRIC_RULES} == METRIC_RULES
+    assert results['Entropy "s" between 1.039 and 1.040']["observed"] == pytest.approx(1.0397, abs=1e-4)
+    assert results["ColumnCount = 5"]["observed"] == 5
+    assert results['ColumnNamesMatchPattern "[xyz]"']["detail"] == "not matching: id, s"
+    assert report.metrics["entropy:s"] == pytest.approx(1.0397, abs=1e-4)
+    assert report.metrics["unique_fraction:s,x"] == 1.0
+
+
+def test_json_stat_over_two_columns_and_a_where(wap):
+    code, report = wap.run(STATS_ROWS, checks=[
+        {"check": "stat", "stat": "correlation", "columns": ["x", "z"], "where": "s = 'a'", "max": -0.99},
+        {"check": "stat", "stat": "unique_fraction", "columns": ["s", "x"], "condition": {"op": "=", "values": [1]}}])
+    assert code == 0 and [r["observed"] for r in report.checks] == [pytest.approx(-1.0), 1.0]
+
+
+def test_correlation_of_a_string_column_exits_2_naming_it(wap):
+    code, report = wap.run(STATS_ROWS, checks='Rules = [ ColumnCorrelation "x" "s" > 0 ]')
+    assert code == 2 and "correlation needs a numeric column; 's' is string" in report.error
+    assert not wap.exists()
+
+
+def test_correlation_takes_two_columns():
+    assert "line 1, column 11: ColumnCorrelation takes 2 columns, got 3" in error(
+        'Rules = [ ColumnCorrelation "a" "b" "c" > 0 ]')
+    assert "column 23: ColumnCount takes no column" in error('Rules = [ ColumnCount "a" > 0 ]')
