@@ -672,6 +672,7 @@ CHECK_PARAMS = {  # type: (required parameters, optional parameters)
     "relationship": ({"to_table"}, {"column", "columns", "to_column", "to_columns"}),
     "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive", "condition"}),
     "anomaly": ({"metric"}, {"lookback", "min_history", "max_deviations"}),
+    "composite": ({"op", "rules"}, set()),
 }
 # What each kind of check reads besides the staged rows (None: nothing). After a rebase the rows
 # are the audited ones, but what a check reads beyond them has moved on: each such kind is audited
@@ -681,11 +682,11 @@ CHECK_READS = {
     "row_count": None, "schema": None, "column_exists": None, "freshness": None, "stat": None,
     "column_names": None,
     "unique": "main", "primary_key": "main", "sql": "main", "relationship": "another table",
-    "volume": "the run ledger", "anomaly": "the run ledger",
+    "volume": "the run ledger", "anomaly": "the run ledger", "composite": "what its rules read",
 }
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where",
                  "threshold", "labels"}
-NO_WHERE = ("schema", "column_exists", "column_names", "volume", "sql")  # they look at the batch as a whole
+NO_WHERE = ("schema", "column_exists", "column_names", "volume", "sql", "composite")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
 # Statistics of one column, computed in the same pass as the row checks (distinct_count and
 # unique_fraction group the column in a job of their own). Approximate ones say so in the report.
@@ -712,9 +713,15 @@ COMPARATORS = {"=": lambda x, v: x == v[0], "!=": lambda x, v: x != v[0],
 
 @dataclass
 class Condition:
-    """`op` over `values`, e.g. != [100], not between [0.5, 0.8], in [1, 2]."""
+    """`op` over `values`, e.g. != [100], not between [0.5, 0.8], in [1, 2]. A value may be
+    dynamic: an expression over the metric's history (a tree from parse_dynamic), evaluated by
+    the audit against the run ledger before the condition is tested."""
     op: str
     values: list
+
+    @property
+    def dynamic(self):
+        return any(isinstance(v, tuple) for v in self.values)
 
     def holds(self, x):
         return not (isinstance(x, float) and math.isnan(x)) and COMPARATORS[self.op](x, self.values)
@@ -729,13 +736,15 @@ def parse_condition(value, what):
     """A condition from its JSON form {"op": "!=", "values": [100]}, or a message saying why not."""
     if not (isinstance(value, dict) and set(value) == {"op", "values"} and value["op"] in COMPARATORS
             and isinstance(value["values"], list) and value["values"]
-            and all(is_literal_number(v) for v in value["values"])):
+            and all(is_literal_number(v) or isinstance(v, str) for v in value["values"])):
         return None, (f"{what} must be {{\"op\": one of {', '.join(COMPARATORS)}, "
-                      "\"values\": [numbers]}")
+                      "\"values\": [numbers or dynamic values such as \"avg(last(10)) * 0.8\"]}")
     arity = 2 if "between" in value["op"] else None if value["op"].endswith("in") else 1
     if arity and len(value["values"]) != arity:
         return None, f"{what} {value['op']} takes {arity} value{'s' if arity > 1 else ''}"
-    return Condition(value["op"], list(value["values"])), None
+    values = [parse_dynamic(v) if isinstance(v, str) else v for v in value["values"]]
+    values = [v[1] if isinstance(v, tuple) and v[0] == "num" else v for v in values]
+    return Condition(value["op"], values), None
 
 
 @dataclass
@@ -773,6 +782,8 @@ class Check:
     condition: Condition = None  # row_count, stat, sql: instead of min/max
     threshold: Condition = None  # row checks: on the share of rows that pass
     labels: dict = None  # carried into the report as given
+    op: str = None  # composite: "and" or "or" over its `rules`
+    rules: list = None  # composite: its checks, each audited over the whole batch
 
     @property
     def row_level(self):
@@ -785,6 +796,8 @@ class Check:
     @property
     def reads_state(self):
         """Its verdict depends on more than the staged rows: on main, another table or the ledger."""
+        if self.check == "composite":
+            return any(r.reads_state for r in self.rules)
         return CHECK_READS[self.check] is not None
 
     @property
@@ -844,7 +857,8 @@ def parse_check(spec, index):
                  "give a condition or min/max, not both")
             c.condition, message = parse_condition(spec["condition"], "condition")
             need(c.condition is not None, message)
-            need(all(kinds_ok(v) for v in c.condition.values), f"condition values must be {what}")
+            need(all(kinds_ok(v) for v in c.condition.values if not isinstance(v, tuple)),
+                 f"condition values must be {what}")
             return
         need("min" in spec or "max" in spec, "needs min and/or max")
         for bound in ("min", "max"):
@@ -931,6 +945,11 @@ def parse_check(spec, index):
         need(is_count(c.min_history, 1), "min_history must be a whole number >= 1")
         c.max_deviations = spec.get("max_deviations", 3.0)
         need(is_number(c.max_deviations) and c.max_deviations > 0, "max_deviations must be a number > 0")
+    if kind == "composite":
+        need(spec["op"] in ("and", "or"), "op must be and or or")
+        need(isinstance(spec["rules"], list) and len(spec["rules"]) >= 2, "rules must list two or more checks")
+        c.op, c.rules = spec["op"], [parse_check(r, i) for i, r in enumerate(spec["rules"])]
+        need(all(r.action == "fail" for r in c.rules), "the rules of a composite take no action")
     if kind == "sql":
         need(isinstance(spec["query"], str) and spec["query"].strip(), "query must be a SQL query")
         c.query = spec["query"]
@@ -956,6 +975,7 @@ def parse_check(spec, index):
         need(kind in ROW_CHECKS, f"threshold applies to row checks ({', '.join(ROW_CHECKS)})")
         c.threshold, message = parse_condition(spec["threshold"], "threshold")
         need(c.threshold is not None, message)
+        need(not c.threshold.dynamic, "a threshold takes numbers")
     if "labels" in spec:
         need(isinstance(spec["labels"], dict)
              and all(isinstance(k, str) and isinstance(v, str) for k, v in spec["labels"].items()),
@@ -991,7 +1011,20 @@ def parse_checks(specs):
             seen[c.name] += 1
             c.name = f"{c.name}_{seen[c.name]}"
         seen.setdefault(c.name, 1)
+        name_rules(c)
     return checks
+
+
+def name_rules(c):
+    """A composite's rules are named under it (#1, #1.2, ...), so every name is the run's own."""
+    for i, r in enumerate(c.rules or [], 1):
+        r.name = f"{c.name} #{i}: {r.name}"
+        name_rules(r)
+
+
+def leaf_checks(checks):
+    """The checks that measure something: composites replaced by their rules, at any depth."""
+    return [leaf for c in checks for leaf in (leaf_checks(c.rules) if c.rules else [c])]
 
 
 def quote(identifier):
@@ -1010,7 +1043,7 @@ def validate_checks_against(spark, checks, df, t):
     from pyspark.sql import types as T
     lower = {c.lower(): c for c in df.columns}
 
-    for c in checks:
+    for c in leaf_checks(checks):
         label = f"check {c.name!r}"
         named = [] if c.check == "column_exists" else ([c.column] if c.column else []) + (c.columns or [])
         for name in named:
@@ -1475,29 +1508,39 @@ class _Parser:
         """One rule, named by its source text (whitespace and comments between tokens made one
         space)."""
         start = self.i
-        body = self.parenthesised() if self.at("(") else self.rule()
-        if body is not None and self.at("labels") and start < self.i and self.tokens[start].text == "(":
-            self.take()
-            body["labels"] = {**self.default_labels, **body.get("labels", {}), **self.labels()}
-        self.refuse_composite()
+        body = self.composite()
+        body.pop("name", None)
+        return {"name": self.text(start), **body, "action": "fail"}
+
+    def text(self, start):
+        """The source text from token `start` to here."""
         text = ""
         for prev, tok in zip([None] + self.tokens[start:self.i], self.tokens[start:self.i]):
             text += (" " if prev is not None and tok.start > prev.end else "") + tok.text
-        return {"name": text, **body, "action": "fail"}
+        return text
 
-    def parenthesised(self):
-        self.take()
-        body = self.parenthesised() if self.at("(") else self.rule()
-        self.refuse_composite()
-        self.expect(")")
+    def composite(self, op="or"):
+        """(A) OR (B), (A) AND (B), nested; AND binds tighter, as in the reference grammar. Each
+        side is its own check over the whole batch; the composite combines their outcomes."""
+        parts = [self.composite("and") if op == "or" else self.term()]
+        while self.at(op):
+            self.take()
+            parts.append(self.composite("and") if op == "or" else self.term())
+        return parts[0] if len(parts) == 1 else {"check": "composite", "op": op, "rules": parts}
+
+    def term(self):
+        start = self.i
+        if not self.at("("):
+            body = self.rule()
+        else:
+            self.take()
+            body = self.composite()
+            self.expect(")")
+            if self.at("labels"):
+                self.take()
+                body["labels"] = {**self.default_labels, **body.get("labels", {}), **self.labels()}
+        body["name"] = self.text(start)
         return body
-
-    def refuse_composite(self):
-        """Composite rules (and/or) do not map to one check: DQDL evaluates each side over the
-        whole dataset, then combines the outcomes."""
-        if self.at("and", "or"):
-            raise _error(self.peek(), "composite rules (and/or) are not supported; "
-                                      "write each rule separately")
 
     def rule(self):
         tok = self.take()
@@ -1592,17 +1635,19 @@ class _Parser:
         return _Cond(op, args, tok)
 
     def operand(self):
+        tok = self.peek()
+        duration = tok.kind == "number" and self.peek(1).kind == "word" and self.peek(1).text in _UNITS
+        if (tok.kind == "number" and not duration) or (tok.text == "-" and self.peek(1).kind == "number") \
+                or (tok.kind == "word" and self.at("(", ahead=1) and tok.text != "now") \
+                or (tok.text == "(" and not self.at("now", ahead=1)):
+            expr = self.number()
+            return _Val("num", expr[1], tok) if expr[0] == "num" else _Val("dyn", expr, tok)
         tok = self.take()
         word = tok.text.lower() if tok.kind == "word" else None
-        if tok.text == "-" and self.peek().kind == "number":
-            val = _Val("num", -self.take().value, tok)
-        elif tok.kind == "number":
-            if self.peek().kind == "word" and self.peek().text in _UNITS:
-                if not isinstance(tok.value, int):
-                    raise _error(tok, f"a duration needs a whole number, got {tok.text}")
-                val = _Val("dur", (tok.value, _UNITS[self.take().text]), tok)
-            else:
-                val = _Val("num", tok.value, tok)
+        if duration:
+            if not isinstance(tok.value, int):
+                raise _error(tok, f"a duration needs a whole number, got {tok.text}")
+            val = _Val("dur", (tok.value, _UNITS[self.take().text]), tok)
         elif tok.kind == "string":
             val = _Val("str", tok.value, tok)
         elif word in ("null", "empty", "whitespaces_only"):
@@ -1622,8 +1667,6 @@ class _Parser:
             self.expect(")")
             val = _Val("now", f"(current_timestamp() {sign.text} INTERVAL {amount.value} "
                              f"{_UNITS[unit.text]})", tok)
-        elif tok.kind == "word" and self.at("("):
-            raise _error(tok, f"function {tok.text}() (dynamic rules) is not supported")
         elif tok.text == "$":
             self.i -= 1
             val = self.dereference()
@@ -1632,8 +1675,116 @@ class _Parser:
         else:
             raise _error(tok, f"expected a value but found {_describe(tok)}")
         if self.at("+", "-", "*", "/"):
-            raise _error(self.peek(), "arithmetic in values is not supported")
+            raise _error(self.peek(), "arithmetic is on numbers only")
         return val
+
+    def number(self, top=True):
+        """A number, or a dynamic value over the metric's history: arithmetic (+ - * /, the usual
+        precedence) on numbers and functions, avg(last(10)) * 0.8. Returns ("num", value) or a tree
+        ("call", name, args) / ("op", op, left, right); checked for kinds here (list or number)."""
+        start, left = self.peek(), self.product()
+        while self.at("+", "-"):
+            op = self.take()
+            left = _arith(op, left, self.product())
+        if top and _kind_of(left) != "number":
+            raise _error(start, "expected a number, found a list (use avg, min, max, ...)")
+        return left
+
+    def product(self):
+        left = self.factor()
+        while self.at("*", "/"):
+            op = self.take()
+            left = _arith(op, left, self.factor())
+        return left
+
+    def factor(self):
+        tok = self.take()
+        if tok.text == "-" and self.peek().kind == "number":
+            return "num", -self.take().value
+        if tok.kind == "number":
+            return "num", tok.value
+        if tok.text == "(":
+            inner = self.number(top=False)
+            self.expect(")")
+            return inner
+        if tok.kind == "word" and self.at("("):
+            if tok.text not in _FUNCTIONS:
+                raise _error(tok, f"unknown function {tok.text}(); known: {', '.join(_FUNCTIONS)}")
+            self.expect("(")
+            args = [self.number(top=False)]
+            while self.at(","):
+                self.take()
+                args.append(self.number(top=False))
+            self.expect(")")
+            kinds = [_kind_of(a) for a in args]
+            if kinds != _FUNCTIONS[tok.text][0] or (tok.text == "last" and not (
+                    args[0][0] == "num" and is_count(args[0][1], 1) and args[0][1] <= MAX_LOOKBACK)):
+                raise _error(tok, f"{tok.text}() takes {_FUNCTIONS[tok.text][2]}")
+            return "call", tok.text, args
+        raise _error(tok, f"expected a number but found {_describe(tok)}")
+
+
+# name: (argument kinds, result kind, what it takes). last(k): the metric in the last k publishes
+# of this table, newest first; the others reduce such a list to a number.
+_FUNCTIONS = {"last": (["number"], "list", f"a whole number of runs from 1 to {MAX_LOOKBACK}"),
+              "avg": (["list"], "number", "a list: last(k)"),
+              "min": (["list"], "number", "a list: last(k)"),
+              "max": (["list"], "number", "a list: last(k)"),
+              "sum": (["list"], "number", "a list: last(k)"),
+              "std": (["list"], "number", "a list: last(k)"),
+              "index": (["list", "number"], "number", "a list and a position: index(last(k), 0)")}
+
+
+def _kind_of(expr):
+    return _FUNCTIONS[expr[1]][1] if expr[0] == "call" else "number"
+
+
+def _arith(op, left, right):
+    if _kind_of(left) != "number" or _kind_of(right) != "number":
+        raise _error(op, f"'{op.text}' needs numbers on both sides, not a list")
+    return "op", op.text, left, right
+
+
+def dynamic_text(expr):
+    """A dynamic value as DQDL text (so a check spec stays JSON)."""
+    if expr[0] == "num":
+        return dqdl_number(expr[1])
+    if expr[0] == "call":
+        return f"{expr[1]}({', '.join(dynamic_text(a) for a in expr[2])})"
+    return f"({dynamic_text(expr[2])} {expr[1]} {dynamic_text(expr[3])})"
+
+
+def parse_dynamic(text):
+    """A dynamic value from its text, as a condition in JSON gives it ("avg(last(10)) * 0.8")."""
+    parser = _Parser(text)
+    expr = parser.number()
+    if parser.peek().kind != "end":
+        raise _error(parser.peek(), f"unexpected {_describe(parser.peek())}")
+    return expr
+
+
+def evaluate_dynamic(expr, history):
+    """The value of a dynamic expression; `history`: the metric's published values, newest
+    first. last(k) with fewer than k runs uses those there are; None if a value needs a run
+    there is none of (an empty history, an index past it) or divides by zero."""
+    if expr[0] == "num":
+        return expr[1]
+    if expr[0] == "op":
+        a, b = evaluate_dynamic(expr[2], history), evaluate_dynamic(expr[3], history)
+        if a is None or b is None or (expr[1] == "/" and b == 0):
+            return None
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[expr[1]]
+    args = [evaluate_dynamic(a, history) for a in expr[2]]
+    name = expr[1]
+    if name == "last":
+        return history[:args[0]]
+    values = args[0]
+    if not values:
+        return None
+    if name == "index":
+        return values[args[1]] if isinstance(args[1], int) and 0 <= args[1] < len(values) else None
+    return {"avg": statistics.fmean, "min": min, "max": max, "sum": math.fsum,
+            "std": statistics.pstdev}[name](values)
 
 
 def _is_param(tok):
@@ -1706,8 +1857,13 @@ def _bounds(rule, complement=False):
     1 - the metric (Completeness as the null fraction)."""
     cond = _condition(rule, _RANGE_OPS + _CONDITION_OPS)
     for a in cond.args:
-        if a.kind != "num":
+        if a.kind not in ("num", "dyn"):
             raise _error(a.tok, f"expected a number, found {_describe(a.tok)}")
+    if any(a.kind == "dyn" for a in cond.args):
+        if complement:
+            raise _error(rule.cond.tok, f"dynamic values on {rule.tok.text} are not supported")
+        return {"condition": {"op": cond.op, "values": [dynamic_text(a.value) if a.kind == "dyn" else a.value
+                                                        for a in cond.args]}}
     values = [a.value for a in cond.args]
     if cond.op in _CONDITION_OPS:
         if complement:
@@ -1912,7 +2068,7 @@ def _row_count(rule):
     b, check = _bounds(rule), {"check": "row_count"}
     if "condition" in b:
         for a in rule.cond.args:
-            if not is_count(a.value):
+            if a.kind != "dyn" and not is_count(a.value):
                 raise _error(a.tok, "RowCount compares with whole numbers >= 0 here")
         return {**check, **b}
     if "min" in b:   # whole rows: > 9.5 and > 9 both mean >= 10
@@ -3490,7 +3646,7 @@ def row_metrics(checks):
     """The aggregates every per-row and aggregate check needs: evaluated together, in one pass."""
     from pyspark.sql import functions as F
     aggs = [F.count(F.lit(1)).alias("rows")]
-    for c in checks:
+    for c in leaf_checks(checks):
         if c.where:  # the rows the check applies to: its failing fraction is of these
             aggs.append(F.sum(in_scope(c).cast("long")).alias(agg_name(c, "in")))
         if c.row_level and c.action != "drop":
@@ -3535,7 +3691,9 @@ DISTINCT_RSD = 0.01  # --suggest_checks' profile: HyperLogLog++ relative standar
 def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
     stat = f"quantile({c.q})" if c.stat == "quantile" else c.stat
-    key = (c.stat if c.stat in ("row_count", "column_count") else
+    if c.check in ("row_count", "sql"):
+        stat = "row_count" if c.check == "row_count" else f"sql:{hashlib.sha1(c.query.encode()).hexdigest()[:12]}"
+    key = (stat if c.check in ("row_count", "sql") or c.stat in ("row_count", "column_count") else
            f"{stat}:{','.join(x.lower() for x in c.columns or [c.column])}")
     return f"{key} where {c.where}" if c.where else key
 
@@ -3671,7 +3829,7 @@ def audit_sql(spark, c, batch, table, main, in_rows):
     value = float(rows[0][0]) if len(rows) == 1 and rows[0][0] is not None else None
     detail = (f"the query returned {len(rows)} rows, expected one" if len(rows) != 1 else
               "the query returned NULL" if value is None else outside_bounds(c, value))
-    return check_result(c, None, in_rows, observed=value, detail=detail)
+    return dict(check_result(c, None, in_rows, observed=value, detail=detail), metric=metric_key(c))
 
 
 def plain(value):
@@ -3919,6 +4077,9 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     `staged_id`: the staged snapshot, the table a `sql` check's {table} reads.
     """
     dropped_counts = dropped_counts or {}
+    composites, checks = checks, leaf_checks(checks)  # a composite's rules are audited as any check
+    dynamic = {c.name: with_history(c, ledger) for c in checks if c.condition and c.condition.dynamic}
+    checks = [dynamic[c.name][0] if c.name in dynamic else c for c in checks]
     unique_checks = [c for c in checks if c.check == "unique" and not c.where]
     proof, pushed = Proof(), {}
     if metrics is None and proof_snapshot is not None:
@@ -3971,7 +4132,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
                       f"{c.max if c.max is not None else '-'}" if too_few or too_many else None)
             if c.condition is not None:
                 detail = None if c.condition.holds(n) else f"{n} rows, expected {c.condition}"
-            results[c.name] = check_result(c, None, n, observed=n, detail=detail)
+            results[c.name] = dict(check_result(c, None, n, observed=n, detail=detail), metric=metric_key(c))
         elif c.check == "schema":
             results[c.name] = audit_schema(spark, c, staged_df, total)
         elif c.check == "column_names":  # every name matches the whole pattern (Java's regex)
@@ -4007,7 +4168,39 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
                "unique": "scan", "primary_key": "scan", "relationship": "scan", "sql": "scan"}
     for c in checks:  # how each verdict was reached, for the report
         results[c.name].setdefault("decided_by", "scan" if c.action == "drop" else decided.get(c.check, how))
-    return [results[c.name] for c in checks], total
+        if c.name in dynamic:
+            results[c.name]["history"] = dynamic[c.name][1]
+            results[c.name]["expected"] = None if c.condition is None else str(c.condition)
+    return [combined_result(c, results, total) for c in composites], total
+
+
+def with_history(c, ledger):
+    """(the check with its dynamic condition evaluated over the metric's values in this table's
+    published runs, how many there were). A value that needs more history than there is (any,
+    for avg(last(k)) on a first run) leaves the check without a condition: it passes."""
+    def lookback(expr):
+        if expr[0] == "call":
+            own = expr[2][0][1] if expr[1] == "last" else 0
+            return max([own] + [lookback(a) for a in expr[2]])
+        return max(lookback(expr[2]), lookback(expr[3])) if expr[0] == "op" else 0
+    runs = max(lookback(v) for v in c.condition.values if isinstance(v, tuple))
+    key = metric_key(c)
+    history = [float(x) for x in (ledger_metric(r, key) for r in ledger.recent(runs, Status.PUBLISHED))
+               if x is not None]
+    values = [evaluate_dynamic(v, history) if isinstance(v, tuple) else v for v in c.condition.values]
+    condition = None if any(v is None for v in values) else Condition(c.condition.op, values)
+    return replace(c, condition=condition), len(history)
+
+
+def combined_result(c, results, total):
+    """A check's result; a composite's from its rules' outcomes (and: all pass, or: any)."""
+    if not c.rules:
+        return results[c.name]
+    rules = [combined_result(r, results, total) for r in c.rules]
+    passed = (all if c.op == "and" else any)(r["passed"] for r in rules)
+    failed = [r["name"][len(f"{c.name} #{i}: "):] for i, r in enumerate(rules, 1) if not r["passed"]]
+    return dict(check_result(c, None, total, detail=None if passed else f"failed: {'; '.join(failed)}"),
+                rules=rules, decided_by="rules")
 
 
 def scan_metrics(df, aggs):
@@ -4482,7 +4675,10 @@ class RunReport:
 def run_metrics(report):
     """The statistics the ledger keeps: the row count, and every stat and anomaly check's value."""
     metrics = {"row_count": float(report.rows_written or 0)}
-    metrics.update({r["metric"]: float(r["observed"]) for r in report.checks
+
+    def every(results):  # a composite's rules too
+        return [x for r in results for x in [r] + every(r.get("rules") or [])]
+    metrics.update({r["metric"]: float(r["observed"]) for r in every(report.checks)
                     if r.get("metric") and is_number(r.get("observed"))})
     return metrics
 

@@ -178,3 +178,76 @@ def test_correlation_takes_two_columns():
     assert "line 1, column 11: ColumnCorrelation takes 2 columns, got 3" in error(
         'Rules = [ ColumnCorrelation "a" "b" "c" > 0 ]')
     assert "column 23: ColumnCount takes no column" in error('Rules = [ ColumnCount "a" > 0 ]')
+
+
+# ----- composite rules ------------------------------------------------------------------------------
+
+def test_composite_or_passes_when_one_side_passes_and_and_fails_when_one_fails(wap):
+    rules = '''Rules = [
+        (ColumnCount = 5) OR (RowCount > 100),
+        (ColumnCount = 5) AND (RowCount > 100),
+        (RowCount > 100) or ((Mean "x" > 2) and (IsComplete "s"))
+    ]'''
+    code, report = wap.run(STATS_ROWS, checks=rules)
+    results = {r["name"]: r for r in report.checks}
+    assert code == 3 and len(report.checks) == 3
+    assert results["(ColumnCount = 5) OR (RowCount > 100)"]["passed"] is True
+    both = results["(ColumnCount = 5) AND (RowCount > 100)"]
+    assert both["passed"] is False and both["detail"] == "failed: (RowCount > 100)"
+    assert [r["passed"] for r in both["rules"]] == [True, False]
+    nested = results['(RowCount > 100) or ((Mean "x" > 2) and (IsComplete "s"))']
+    assert nested["passed"] is True
+    assert [r["passed"] for r in nested["rules"][1]["rules"]] == [True, True]
+
+
+def test_composite_and_without_parentheses_binds_tighter_than_or():
+    check = parse_dqdl('Rules = [ RowCount > 0 or IsComplete "a" and IsComplete "b" ]')[0]
+    assert check["op"] == "or" and check["rules"][1]["op"] == "and"
+    assert [r["name"] for r in check["rules"][1]["rules"]] == ['IsComplete "a"', 'IsComplete "b"']
+
+
+def test_composite_of_a_row_rule_fails_on_its_failing_rows(wap):
+    code, report = wap.run(STATS_ROWS, checks='Rules = [ (ColumnValues "s" in ["a"]) and (RowCount = 4) ]')
+    assert code == 3
+    assert report.checks[0]["rules"][0]["failing_rows"] == 2 and report.checks[0]["rules"][1]["passed"]
+
+
+# ----- dynamic rules over the run ledger ---------------------------------------------------------
+
+def rows(n, start):
+    return [{"id": start + i, "x": float(i % 4)} for i in range(n)]
+
+
+def test_rowcount_below_80_percent_of_the_last_average_fails(wap):
+    rule = "Rules = [ RowCount > avg(last(10)) * 0.8 ]"
+    code, report = wap.run(rows(10, 0), checks=rule)  # no history yet: passes
+    assert code == 0 and report.checks[0]["history"] == 0 and report.checks[0]["expected"] is None
+    assert wap.run(rows(20, 100), checks=rule)[0] == 0  # 20 > 0.8 x 10
+    code, report = wap.run(rows(11, 200), checks=rule)  # 11 <= 0.8 x avg(10, 20) = 12
+    r = report.checks[0]
+    assert code == 3 and r["history"] == 2 and r["expected"] == "> 12"
+    assert r["detail"] == "11 rows, expected > 12"
+    assert wap.run(rows(13, 300), checks=rule)[0] == 0  # the failed run is not history
+
+
+def test_dynamic_statistic_between_the_last_runs_min_and_max(wap):
+    rule = 'Rules = [ Sum "x" between min(last(2)) - 1 and max(last(2)) + 1 ]'
+    assert wap.run(rows(4, 0), checks=rule)[0] == 0  # sum 6
+    code, report = wap.run(rows(8, 100), checks=rule)  # sum 12, outside (5, 7): fails on one run
+    assert code == 3 and report.checks[0]["history"] == 1
+    code, report = wap.run(rows(7, 200), checks=rule)  # sum 9: within (6 - 1, 6 + 1)? no
+    assert code == 3 and report.checks[0]["expected"] == "between 5 and 7"
+    assert wap.run(rows(5, 300), checks=rule)[0] == 0  # sum 6
+
+
+def test_dynamic_values_in_a_json_condition(wap):
+    check = {"check": "stat", "column": "x", "stat": "sum", "condition": {"op": "<=", "values": ["index(last(1), 0)"]}}
+    assert wap.run(rows(8, 0), checks=[check])[0] == 0
+    assert wap.run(rows(4, 100), checks=[check])[0] == 0  # 6 <= 12
+    assert wap.run(rows(8, 200), checks=[check])[0] == 3  # 12 > 6
+
+
+def test_dynamic_rule_errors_name_their_position():
+    assert "column 22: avg() takes a list: last(k)" in error("Rules = [ RowCount > avg(3) ]")
+    assert "column 22: expected a number, found a list" in error("Rules = [ RowCount > last(3) ]")
+    assert "column 22: unknown function foo(); known: last, avg" in error("Rules = [ RowCount > foo(1) ]")
