@@ -682,7 +682,8 @@ CHECK_READS = {
     "row_count": None, "schema": None, "column_exists": None, "freshness": None, "stat": None,
     "column_names": None,
     "unique": "main", "primary_key": "main", "sql": "main", "relationship": "another table",
-    "volume": "the run ledger", "anomaly": "the run ledger", "composite": "what its rules read",
+    "volume": "the run ledger", "anomaly": "the run ledger",
+    "composite": None,  # reads what its rules read: Check.reads_state asks them
 }
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where",
                  "threshold", "labels"}
@@ -2507,13 +2508,17 @@ def select_source_files(spark, p, t, ledger, history, record=True):
 def record_unrecorded(ledger, marks, files):
     """This job's snapshots on main that no record names (published by hand, or written without
     an audit) go into the ledger now, not at the next publish: expiry must never make their input
-    loadable again. While main holds one without an audit of any of these files, the run fails
-    naming it, as a rerun of its batch does."""
+    loadable again. The run that finds one written without an audit, of any of these files, fails
+    naming it; later runs leave its files out (they are consumed) with a warning, so the rest of
+    the folder still loads."""
+    found = [m for m in ledger.unrecorded if not m.recorded and set(m.input_files) & files]
     if ledger.unrecorded:
-        ledger.complete(ledger.unrecorded)
+        side_effect("run ledger", lambda: ledger.complete(ledger.unrecorded))
+    if found:
+        raise UnauditedOnMain(unaudited_message(found[0]), found[0])
     for m in marks:
         if not m.recorded and set(m.input_files) & files:
-            raise UnauditedOnMain(unaudited_message(m), m)
+            log.warning("%s; its files are left out", unaudited_message(m))
 
 
 def input_files(df):
@@ -4471,9 +4476,10 @@ def classify_unrecorded(ledger, metadata, marks):
         runs, snapshots = records()
         pending = [m for m in pending if m.run_id not in runs and m.snapshot_id not in snapshots]
     audited = ledger.audited({i for m in pending for i in (m.snapshot_id, m.source_id) if i is not None})
-    for m in marks:
+    trusted = not ledger.exists()  # no ledger yet (a new --runs_table, a dropped one): no record can
+    for m in marks:                # say either way, so main's own marks are taken as publishes
         if m in pending:
-            m.recorded = m.snapshot_id in audited or m.source_id in audited
+            m.recorded = trusted or m.snapshot_id in audited or m.source_id in audited
         else:
             m.recorded = m.run_id in runs or snapshots.get(m.snapshot_id, True)
     return pending
@@ -4567,6 +4573,11 @@ def swap_main(spark, batch, decision, staged_id, ledger):
             builder = builder.removeRef(name)
     with commit_conflicts():
         decision.operations.commit(base, builder.build())
+    # A catalog whose commit is not atomic across processes (Hadoop's checks the next version, then
+    # renames) can let a concurrent commit from the same base replace this one. Main must be this
+    # snapshot now; if not, the outcome is unknown and decided again: the batch on main settles it.
+    if ref_id(decision.operations.refresh(), "main") != staged_id:
+        raise CommitConflict("CommitStateUnknownException")
 
 
 def rebase(spark, t, batch, staged, new_main, since_ms):
@@ -5961,12 +5972,13 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
     reads: another table, the ledger) changed: re-run every check that reads more than the rows."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     if recheck:
+        verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
                                                           staged["parent_id"]),
                            staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
                            staged_id=staged["snapshot_id"])
         by_name = {r["name"]: r for r in results}
-        report.checks = [by_name.get(r["name"], r) for r in report.checks]
+        report.checks = [by_name.get(r["name"], r) for r in verdicts]
 
 
 def audit_failed(report):

@@ -388,6 +388,17 @@ def test_new_files_written_without_an_audit_are_never_loaded_again_after_expiry(
     assert "unaudited" in statuses, "recorded by the run that found it"
     spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")
     expire_all_but_the_last(spark, wap)
+    write_csv(folder / "b.csv", [{"id": 7, "amount": 7.0}])
     code, retry = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
-    assert code == 1 and "no publish recorded" in retry.error
-    assert wap.ids() == [0, 1, 2, 3, 4, 5, 60], "never loaded a second time"
+    assert code == 0 and retry.status == "published", "the rest of the folder still loads"
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 7, 60], "a.csv never loaded a second time"
+
+
+def test_a_dropped_ledger_does_not_make_past_publishes_unaudited(wap, spark):
+    path = wap.csv(ROWS)
+    assert wap.run(path, checks=UNIQUE)[0] == 0
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0  # the property names this one
+    spark.sql(f"DROP TABLE {wap.sql}_wap_runs")
+    code, again = wap.run(path, checks=UNIQUE)
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [1, 2, 3, 4, 5, 50]
