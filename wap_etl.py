@@ -4476,8 +4476,10 @@ def classify_unrecorded(ledger, metadata, marks):
         runs, snapshots = records()
         pending = [m for m in pending if m.run_id not in runs and m.snapshot_id not in snapshots]
     audited = ledger.audited({i for m in pending for i in (m.snapshot_id, m.source_id) if i is not None})
-    trusted = not ledger.exists()  # no ledger yet (a new --runs_table, a dropped one): no record can
-    for m in marks:                # say either way, so main's own marks are taken as publishes
+    # no ledger yet (a new --runs_table, a dropped one): no record can say either way, so main's own
+    # marks are taken as publishes. Asked only when something is pending: a catalog look-up.
+    trusted = bool(pending) and not ledger.exists()
+    for m in marks:
         if m in pending:
             m.recorded = trusted or m.snapshot_id in audited or m.source_id in audited
         else:
