@@ -651,43 +651,11 @@ def parse_params(argv):
 # Checks: the spec, validated before anything runs
 # =================================================================================================
 
-# Row checks decide per row, so they are evaluated together in one aggregation and can `drop`.
-ROW_CHECKS = ("not_null", "between", "accepted_values", "regex", "expression")
-CHECK_PARAMS = {  # type: (required parameters, optional parameters)
-    "not_null": ({"column"}, set()),
-    "between": ({"column"}, {"min", "max", "min_exclusive", "max_exclusive", "allow_null"}),
-    "accepted_values": ({"column", "values"}, {"allow_null"}),
-    "regex": ({"column", "pattern"}, {"allow_null"}),
-    "expression": ({"expr"}, set()),
-    "unique": (set(), {"columns", "column"}),
-    "primary_key": (set(), {"columns", "column"}),
-    "row_count": (set(), {"min", "max", "condition"}),
-    "schema": ({"columns"}, set()),
-    "column_exists": ({"column"}, set()),
-    "column_names": ({"pattern"}, set()),
-    "freshness": ({"column", "max_age_hours"}, set()),
-    "volume": (set(), {"min_ratio", "max_ratio", "lookback"}),
-    "stat": ({"stat"}, {"column", "columns", "min", "max", "min_exclusive", "max_exclusive", "q",
-                        "condition"}),
-    "relationship": ({"to_table"}, {"column", "columns", "to_column", "to_columns"}),
-    "sql": ({"query"}, {"min", "max", "min_exclusive", "max_exclusive", "condition"}),
-    "anomaly": ({"metric"}, {"lookback", "min_history", "max_deviations"}),
-    "composite": ({"op", "rules"}, set()),
-}
-# What each kind of check reads besides the staged rows (None: nothing). After a rebase the rows
-# are the audited ones, but what a check reads beyond them has moved on: each such kind is audited
-# again. Every kind must say (Check.reads_state looks it up), so a new kind cannot be forgotten.
-CHECK_READS = {
-    "not_null": None, "between": None, "accepted_values": None, "regex": None, "expression": None,
-    "row_count": None, "schema": None, "column_exists": None, "freshness": None, "stat": None,
-    "column_names": None,
-    "unique": "main", "primary_key": "main", "sql": "main", "relationship": "another table",
-    "volume": "the run ledger", "anomaly": "the run ledger",
-    "composite": None,  # reads what its rules read: Check.reads_state asks them
-}
+# The kinds of check, each a metric and a condition on it, live in one table, KINDS (in the Audit
+# section, beside how each is measured): their parameters, what they read besides the staged rows,
+# and whether they decide per row (those are evaluated together in one aggregation and can `drop`).
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where",
                  "threshold", "labels"}
-NO_WHERE = ("schema", "column_exists", "column_names", "volume", "sql", "composite")  # they look at the batch as a whole
 ACTIONS = ("fail", "warn", "drop")
 # Statistics of one column, computed in the same pass as the row checks (distinct_count and
 # unique_fraction group the column in a job of their own). Approximate ones say so in the report.
@@ -799,12 +767,13 @@ class Check:
         """Its verdict depends on more than the staged rows: on main, another table or the ledger."""
         if self.check == "composite":
             return any(r.reads_state for r in self.rules)
-        return CHECK_READS[self.check] is not None
+        return KINDS[self.check].reads is not None
 
     @property
     def measures(self):
-        """stat and anomaly checks compute a statistic of the batch in the row pass."""
-        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS + ("column_count",)
+        """stat and anomaly checks compute a statistic of the batch in the row pass (not a count of
+        rows or columns, not one grouped)."""
+        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS + ("column_count", "row_count")
 
 
 def is_number(value):
@@ -826,64 +795,194 @@ def is_count(value, minimum=0):
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
-def parse_check(spec, index):
-    """Turn one JSON object into a Check, or say precisely what is wrong with it."""
-    if not isinstance(spec, dict):
-        raise bad_input(f"check #{index + 1}: expected a JSON object, got {json.dumps(spec)}")
-    kind = spec.get("check")
-    label = f"check #{index + 1} ({json.dumps(spec.get('name') or kind)})"
-    if kind not in CHECK_PARAMS:
-        raise bad_input(f"{label}: unknown check type {kind!r}; known: {', '.join(CHECK_PARAMS)}")
-    required, optional = CHECK_PARAMS[kind]
-    missing = sorted(required - spec.keys())
-    if missing:
-        raise bad_input(f"{label}: missing parameter {', '.join(missing)}")
-    unknown = sorted(spec.keys() - required - optional - COMMON_PARAMS)
-    if unknown:
-        raise bad_input(f"{label}: unknown parameter {', '.join(unknown)}")
+@dataclass
+class Spec:
+    """One check's JSON while it is parsed: `need` raises the one-line error naming the check."""
+    spec: dict
+    label: str
+    check: Check = None
 
-    def need(ok, message):
+    def need(self, ok, message):
         if not ok:
-            raise bad_input(f"{label}: {message}")
+            raise bad_input(f"{self.label}: {message}")
 
-    def names(key, one_key):
-        cols = spec.get(key, [spec[one_key]] if one_key in spec else None)
-        need(isinstance(cols, list) and cols and all(isinstance(x, str) and x for x in cols),
-             f"{key} must be a non-empty list of column names")
+    def names(self, key, one_key):
+        cols = self.spec.get(key, [self.spec[one_key]] if one_key in self.spec else None)
+        self.need(isinstance(cols, list) and cols and all(isinstance(x, str) and x for x in cols),
+                  f"{key} must be a non-empty list of column names")
         return cols
 
-    def bounds(kinds_ok, what):
+    def bounds(self, kinds_ok, what):
+        """min/max (exclusive where asked), or a condition."""
+        spec, c = self.spec, self.check
         if "condition" in spec:
-            need(not {"min", "max", "min_exclusive", "max_exclusive"} & spec.keys(),
-                 "give a condition or min/max, not both")
+            self.need(not {"min", "max", "min_exclusive", "max_exclusive"} & spec.keys(),
+                      "give a condition or min/max, not both")
             c.condition, message = parse_condition(spec["condition"], "condition")
-            need(c.condition is not None, message)
-            need(all(kinds_ok(v) for v in c.condition.values if not isinstance(v, tuple)),
-                 f"condition values must be {what}")
+            self.need(c.condition is not None, message)
+            self.need(all(kinds_ok(v) for v in c.condition.values if not isinstance(v, tuple)),
+                      f"condition values must be {what}")
             return
-        need("min" in spec or "max" in spec, "needs min and/or max")
+        self.need("min" in spec or "max" in spec, "needs min and/or max")
         for bound in ("min", "max"):
             if bound in spec:
-                need(kinds_ok(spec[bound]), f"{bound} must be {what}")
+                self.need(kinds_ok(spec[bound]), f"{bound} must be {what}")
                 setattr(c, bound, spec[bound])
         for flag in ("min_exclusive", "max_exclusive"):
             if flag in spec:
-                need(isinstance(spec[flag], bool), f"{flag} must be true or false")
+                self.need(isinstance(spec[flag], bool), f"{flag} must be true or false")
                 setattr(c, flag, spec[flag])
 
-    def lookback(default):
-        value = spec.get("lookback", default)
-        need(is_count(value, 1) and value <= MAX_LOOKBACK,
-             f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
+    def lookback(self, default):
+        value = self.spec.get("lookback", default)
+        self.need(is_count(value, 1) and value <= MAX_LOOKBACK,
+                  f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
         return value
 
+    def text(self, key, what):
+        self.need(isinstance(self.spec[key], str) and self.spec[key].strip(), f"{key} must be {what}")
+        return self.spec[key]
+
+
+# ----- each kind's own parameters (KINDS names the parser of each) ----------------------------------
+
+def parse_column_only(s):
+    """not_null, column_exists: the column is all (read by the common part)."""
+
+
+def parse_keys(s):
+    s.check.columns = s.names("columns", "column")
+
+
+def parse_between(s):
+    s.bounds(lambda v: is_literal_number(v) or isinstance(v, str), "a number (within a 64-bit long) or string")
+
+
+def parse_row_count(s):
+    s.bounds(is_count, "a whole number >= 0")
+
+
+def parse_accepted_values(s):
+    values = s.spec["values"]
+    s.need(isinstance(values, list) and values
+           and all(v is None or isinstance(v, (str, bool)) or is_literal_number(v) for v in values),
+           "values must be a non-empty list of strings, numbers or booleans")
+    s.check.values = values
+
+
+def parse_pattern(s):
+    s.need(isinstance(s.spec["pattern"], str) and s.spec["pattern"], "pattern must be a string")
+    s.check.pattern = s.spec["pattern"]
+
+
+def parse_expression(s):
+    s.check.expr = s.text("expr", "a SQL condition")
+
+
+def parse_schema(s):
+    columns = s.spec["columns"]
+    s.need(isinstance(columns, dict) and columns
+           and all(isinstance(k, str) and isinstance(v, str) for k, v in columns.items()),
+           "columns must be an object of column name -> Spark SQL type")
+    s.check.schema = columns
+
+
+def parse_freshness(s):
+    hours = s.spec["max_age_hours"]
+    s.need(is_number(hours) and hours > 0, "max_age_hours must be a number > 0")
+    s.check.max_age_hours = hours
+
+
+def parse_volume(s):
+    s.need("min_ratio" in s.spec or "max_ratio" in s.spec, "needs min_ratio and/or max_ratio")
+    for key in ("min_ratio", "max_ratio"):
+        if key in s.spec:
+            s.need(is_number(s.spec[key]) and s.spec[key] >= 0, f"{key} must be a number >= 0")
+            setattr(s.check, key, s.spec[key])
+    s.check.lookback = s.lookback(5)
+
+
+def parse_relationship(s):
+    c, spec = s.check, s.spec
+    c.columns = s.names("columns", "column")
+    c.to_columns = s.names("to_columns", "to_column") if {"to_columns", "to_column"} & spec.keys() \
+        else list(c.columns)
+    s.need(len(c.to_columns) == len(c.columns), "to_columns must pair with columns one to one")
+    s.need(isinstance(spec["to_table"], str), "to_table must be namespace.table")
+    c.to_table = ".".join(parse_table_name(f"{s.label}: to_table", spec["to_table"]))
+
+
+def parse_anomaly(s):
+    c = s.check
+    c.metric = s.spec["metric"]
+    stat, _, column = str(c.metric).partition(":")
+    s.need(isinstance(c.metric, str) and (c.metric == "row_count" or stat in STATS and column),
+           f"metric must be row_count or <stat>:<column> with a stat of {', '.join(STATS)}")
+    c.stat, c.column = (stat, column) if column else ("row_count", None)
+    s.need(c.stat != "quantile", "metric: use median (quantile needs q)")
+    c.lookback = s.lookback(10)
+    c.min_history = s.spec.get("min_history", 3)
+    s.need(is_count(c.min_history, 1), "min_history must be a whole number >= 1")
+    c.max_deviations = s.spec.get("max_deviations", 3.0)
+    s.need(is_number(c.max_deviations) and c.max_deviations > 0, "max_deviations must be a number > 0")
+
+
+def parse_composite(s):
+    s.need(s.spec["op"] in ("and", "or"), "op must be and or or")
+    s.need(isinstance(s.spec["rules"], list) and len(s.spec["rules"]) >= 2, "rules must list two or more checks")
+    s.check.op, s.check.rules = s.spec["op"], [parse_check(r, i) for i, r in enumerate(s.spec["rules"])]
+    s.need(all(r.action == "fail" for r in s.check.rules), "the rules of a composite take no action")
+
+
+def parse_sql(s):
+    s.bounds(is_number, "a number")
+    s.check.query = s.text("query", "a SQL query")
+
+
+def parse_stat(s):
+    c, spec = s.check, s.spec
+    s.bounds(is_number, "a number")
+    c.stat = spec["stat"]
+    s.need(c.stat in STATS, f"stat must be one of {', '.join(STATS)}, got {c.stat!r}")
+    arity = STAT_COLUMNS.get(c.stat, "1+" if c.stat in GROUPED_STATS else 1)
+    s.need(not ({"column", "columns"} <= spec.keys()), "give column or columns, not both")
+    if arity == 0:
+        s.need(not {"column", "columns"} & spec.keys(), f"{c.stat} takes no column")
+    elif "columns" in spec:
+        c.columns = s.names("columns", "column")
+        s.need(arity == "1+" or len(c.columns) == arity, f"{c.stat} takes {arity} columns")
+        c.column = c.columns[0]
+    else:
+        s.need(arity in (1, "1+"), f"{c.stat} takes {arity} columns")
+        s.need("column" in spec, "missing parameter column")
+    s.need((c.stat == "quantile") == ("q" in spec), "q (0..1) goes with stat quantile, and only with it")
+    if "q" in spec:
+        s.need(is_number(spec["q"]) and 0 <= spec["q"] <= 1, "q must be a number from 0 to 1")
+        c.q = spec["q"]
+
+
+def parse_check(spec, index):
+    """Turn one JSON object into a Check, or say precisely what is wrong with it: the parameters
+    every check takes here, its kind's own in its parser."""
+    if not isinstance(spec, dict):
+        raise bad_input(f"check #{index + 1}: expected a JSON object, got {json.dumps(spec)}")
+    kind = spec.get("check")
+    s = Spec(spec, f"check #{index + 1} ({json.dumps(spec.get('name') or kind)})")
+    if kind not in KINDS:
+        raise bad_input(f"{s.label}: unknown check type {kind!r}; known: {', '.join(KINDS)}")
+    required, optional = KINDS[kind].params
+    missing = sorted(required - spec.keys())
+    s.need(not missing, f"missing parameter {', '.join(missing)}")
+    unknown = sorted(spec.keys() - required - optional - COMMON_PARAMS)
+    s.need(not unknown, f"unknown parameter {', '.join(unknown)}")
+    need = s.need
     action = spec.get("action", "fail")
     need(action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     need(action != "drop" or kind in ROW_CHECKS,
          f"action drop needs a row-level check ({', '.join(ROW_CHECKS)}), not {kind}")
-    c = Check(name="", check=kind, action=action)
+    c = s.check = Check(name="", check=kind, action=action)
     if "where" in spec:
-        need(kind not in NO_WHERE, f"where does not apply to {kind}")
+        need(KINDS[kind].where, f"where does not apply to {kind}")
         need(isinstance(spec["where"], str) and spec["where"].strip(), "where must be a SQL condition")
         c.where = spec["where"]
     if "column" in spec and kind not in ("unique", "primary_key", "relationship"):
@@ -892,86 +991,7 @@ def parse_check(spec, index):
     if "allow_null" in spec:
         need(isinstance(spec["allow_null"], bool), "allow_null must be true or false")
         c.allow_null = spec["allow_null"]
-    if kind in ("unique", "primary_key"):
-        c.columns = names("columns", "column")
-    elif kind == "between":
-        bounds(lambda v: is_literal_number(v) or isinstance(v, str), "a number (within a 64-bit long) or string")
-    elif kind == "row_count":
-        bounds(is_count, "a whole number >= 0")
-    elif kind in ("stat", "sql"):
-        bounds(is_number, "a number")
-    elif kind == "accepted_values":
-        need(isinstance(spec["values"], list) and spec["values"]
-             and all(v is None or isinstance(v, (str, bool)) or is_literal_number(v) for v in spec["values"]),
-             "values must be a non-empty list of strings, numbers or booleans")
-        c.values = spec["values"]
-    elif kind in ("regex", "column_names"):
-        need(isinstance(spec["pattern"], str) and spec["pattern"], "pattern must be a string")
-        c.pattern = spec["pattern"]
-    elif kind == "expression":
-        need(isinstance(spec["expr"], str) and spec["expr"].strip(), "expr must be a SQL condition")
-        c.expr = spec["expr"]
-    elif kind == "schema":
-        need(isinstance(spec["columns"], dict) and spec["columns"]
-             and all(isinstance(k, str) and isinstance(v, str) for k, v in spec["columns"].items()),
-             "columns must be an object of column name -> Spark SQL type")
-        c.schema = spec["columns"]
-    elif kind == "freshness":
-        need(is_number(spec["max_age_hours"]) and spec["max_age_hours"] > 0,
-             "max_age_hours must be a number > 0")
-        c.max_age_hours = spec["max_age_hours"]
-    elif kind == "volume":
-        need("min_ratio" in spec or "max_ratio" in spec, "needs min_ratio and/or max_ratio")
-        for key in ("min_ratio", "max_ratio"):
-            if key in spec:
-                need(is_number(spec[key]) and spec[key] >= 0, f"{key} must be a number >= 0")
-                setattr(c, key, spec[key])
-        c.lookback = lookback(5)
-    elif kind == "relationship":
-        c.columns = names("columns", "column")
-        c.to_columns = names("to_columns", "to_column") if {"to_columns", "to_column"} & spec.keys() \
-            else list(c.columns)
-        need(len(c.to_columns) == len(c.columns), "to_columns must pair with columns one to one")
-        need(isinstance(spec["to_table"], str), "to_table must be namespace.table")
-        c.to_table = ".".join(parse_table_name(f"{label}: to_table", spec["to_table"]))
-    elif kind == "anomaly":
-        c.metric = spec["metric"]
-        stat, _, column = str(c.metric).partition(":")
-        need(isinstance(c.metric, str) and (c.metric == "row_count" or stat in STATS and column),
-             f"metric must be row_count or <stat>:<column> with a stat of {', '.join(STATS)}")
-        c.stat, c.column = (stat, column) if column else ("row_count", None)
-        need(c.stat != "quantile", "metric: use median (quantile needs q)")
-        c.lookback = lookback(10)
-        c.min_history = spec.get("min_history", 3)
-        need(is_count(c.min_history, 1), "min_history must be a whole number >= 1")
-        c.max_deviations = spec.get("max_deviations", 3.0)
-        need(is_number(c.max_deviations) and c.max_deviations > 0, "max_deviations must be a number > 0")
-    if kind == "composite":
-        need(spec["op"] in ("and", "or"), "op must be and or or")
-        need(isinstance(spec["rules"], list) and len(spec["rules"]) >= 2, "rules must list two or more checks")
-        c.op, c.rules = spec["op"], [parse_check(r, i) for i, r in enumerate(spec["rules"])]
-        need(all(r.action == "fail" for r in c.rules), "the rules of a composite take no action")
-    if kind == "sql":
-        need(isinstance(spec["query"], str) and spec["query"].strip(), "query must be a SQL query")
-        c.query = spec["query"]
-    if kind == "stat":
-        c.stat = spec["stat"]
-        need(c.stat in STATS, f"stat must be one of {', '.join(STATS)}, got {c.stat!r}")
-        arity = STAT_COLUMNS.get(c.stat, "1+" if c.stat in GROUPED_STATS else 1)
-        need(not ({"column", "columns"} <= spec.keys()), "give column or columns, not both")
-        if arity == 0:
-            need(not {"column", "columns"} & spec.keys(), f"{c.stat} takes no column")
-        elif "columns" in spec:
-            c.columns = names("columns", "column")
-            need(arity == "1+" or len(c.columns) == arity, f"{c.stat} takes {arity} columns")
-            c.column = c.columns[0]
-        else:
-            need(arity in (1, "1+"), f"{c.stat} takes {arity} columns")
-            need("column" in spec, "missing parameter column")
-        need((c.stat == "quantile") == ("q" in spec), "q (0..1) goes with stat quantile, and only with it")
-        if "q" in spec:
-            need(is_number(spec["q"]) and 0 <= spec["q"] <= 1, "q must be a number from 0 to 1")
-            c.q = spec["q"]
+    KINDS[kind].parse(s)
     if "threshold" in spec:
         need(kind in ROW_CHECKS, f"threshold applies to row checks ({', '.join(ROW_CHECKS)})")
         c.threshold, message = parse_condition(spec["threshold"], "threshold")
@@ -3561,19 +3581,7 @@ def failing_rows_condition(c):
     """True where a row the check applies to violates it. NULL passes every row check except
     not_null, and between, accepted_values and regex with allow_null false."""
     from pyspark.sql import functions as F
-    if c.check == "not_null":
-        condition = col(c.column).isNull()
-    elif c.check == "expression":
-        condition = ~F.expr(c.expr)
-    elif c.check == "between":
-        condition = outside_range(c)
-    elif c.check == "accepted_values":
-        condition = ~col(c.column).isin([v for v in c.values if v is not None])
-    elif c.check == "regex":
-        condition = ~col(c.column).rlike(c.pattern)
-    else:
-        raise ValueError(c.check)
-    condition = F.coalesce(condition, F.lit(False))
+    condition = F.coalesce(KINDS[c.check].fails(c), F.lit(False))
     if c.check != "not_null" and not c.allow_null and None not in (c.values or ()):
         condition = condition | col(c.column).isNull()
     return in_scope(c) & condition if c.where else condition
@@ -3642,33 +3650,40 @@ def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail
     return result
 
 
-def agg_name(c, what):
-    """The column name of a check's aggregate in the one-pass metrics."""
-    return f"{what}_{hashlib.sha1(c.name.encode()).hexdigest()[:10]}"
+def metric_name(what, *identity):
+    """A metric's column in the shared pass, named by what it measures (never by the check), so
+    checks that need the same metric share one aggregate."""
+    return f"{what}_{hashlib.sha1(repr(identity).encode()).hexdigest()[:12]}"
+
+
+def scope_metric(c):
+    return metric_name("in", c.where)
+
+
+def fail_metric(c):
+    """A row check's metric: how many rows in scope fail it."""
+    return metric_name("fail", c.check, c.column, c.min, c.max, c.min_exclusive, c.max_exclusive,
+                       c.allow_null, c.values, c.pattern, c.expr, c.where)
+
+
+def stat_metric(c):
+    return metric_name("stat", c.stat, c.q, c.columns or [c.column], c.where)
+
+
+def key_bound(c, j, side):
+    return metric_name(side, c.columns[j])
 
 
 def row_metrics(checks):
-    """The aggregates every per-row and aggregate check needs: evaluated together, in one pass."""
+    """The aggregates every check needs, each once: evaluated together, in one pass."""
     from pyspark.sql import functions as F
-    aggs = [F.count(F.lit(1)).alias("rows")]
+    aggs = {"rows": F.count(F.lit(1))}
     for c in leaf_checks(checks):
         if c.where:  # the rows the check applies to: its failing fraction is of these
-            aggs.append(F.sum(in_scope(c).cast("long")).alias(agg_name(c, "in")))
-        if c.row_level and c.action != "drop":
-            aggs.append(F.sum(failing_rows_condition(c).cast("long")).alias(agg_name(c, "fail")))
-        elif c.check == "freshness":  # epoch seconds of the newest value
-            aggs.append(F.max(value_in_scope(c).cast("timestamp").cast("double")).alias(agg_name(c, "newest")))
-        elif c.keyed:  # the key range, so the look-up on main can skip files by their bounds
-            aggs += [agg(col(k)).alias(key_bound(c, j, side)) for j, k in enumerate(c.columns)
-                     for side, agg in (("lo", F.min), ("hi", F.max))]
-            if c.check == "primary_key":
-                null_key = F.lit(False)
-                for k in c.columns:
-                    null_key = null_key | col(k).isNull()
-                aggs.append(F.sum((in_scope(c) & null_key).cast("long")).alias(agg_name(c, "nullkey")))
-        elif c.measures and c.stat != "row_count":
-            aggs.append(stat_aggregate(c).alias(agg_name(c, "stat")))
-    return aggs
+            aggs[scope_metric(c)] = F.sum(in_scope(c).cast("long"))
+        if c.action != "drop":
+            aggs.update(KINDS[c.check].needs(c))
+    return [agg.alias(name) for name, agg in aggs.items()]
 
 
 def stat_aggregate(c):
@@ -3703,32 +3718,39 @@ def metric_key(c):
     return f"{key} where {c.where}" if c.where else key
 
 
-def measure(spark, c, staged_df, row, in_rows):
-    """The value of a stat or anomaly check's statistic, from the one-pass metrics (unique_fraction
-    from a grouping of its own); None when there are no values to measure."""
-    from pyspark.sql import functions as F
+def measure(a, c):
+    """The value of a stat or anomaly check's statistic, from the one-pass metrics (the grouped
+    ones from one grouping per column set and scope, shared); None when there are no values."""
+    in_rows = a.in_rows(c)
     if c.stat == "row_count":
         return float(in_rows)
     if c.stat == "column_count":
-        return len(staged_df.columns)
-    if c.stat in GROUPED_STATS:  # as Deequ's: groups of rows with a value in any column, of N rows
-        keys = [col(x) for x in c.columns or [c.column]]
-        share = F.col("_wap_n") / F.lit(max(in_rows, 1))
-        groups = (rows_in_scope(staged_df, c)
-                  .filter(functools.reduce(lambda a, b: a | b, [k.isNotNull() for k in keys]))
-                  .groupBy(*keys).agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
-                  .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"),
-                       F.sum(-share * F.log(share)).alias("entropy"))
-                  .first())
+        return len(a.staged_df.columns)
+    if c.stat in GROUPED_STATS:
+        groups = a.grouped(c)
         once = groups["once"] or 0
         return {"distinct_count": lambda: groups["values"],
                 "unique_fraction": lambda: once / in_rows if in_rows else None,
                 "unique_value_ratio": lambda: once / groups["values"] if groups["values"] else None,
                 "entropy": lambda: groups["entropy"] if in_rows else None}[c.stat]()
-    value = row[agg_name(c, "stat")]
+    value = a.row[stat_metric(c)]
     if c.stat == "null_fraction":
         return (value or 0) / in_rows if in_rows else None
     return None if value is None else value if isinstance(value, int) else float(value)
+
+
+def value_groups(df, c, in_rows):
+    """As Deequ's: the groups of rows with a value in any of the columns, of the N rows in scope:
+    how many, how many hold one row, and their entropy. One job."""
+    from pyspark.sql import functions as F
+    keys = [col(x) for x in c.columns or [c.column]]
+    share = F.col("_wap_n") / F.lit(max(in_rows, 1))
+    return (rows_in_scope(df, c)
+            .filter(functools.reduce(lambda x, y: x | y, [k.isNotNull() for k in keys]))
+            .groupBy(*keys).agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
+            .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"),
+                 F.sum(-share * F.log(share)).alias("entropy"))
+            .first())
 
 
 def outside_bounds(c, value):
@@ -3747,15 +3769,16 @@ def outside_bounds(c, value):
     return f"{value:g} is outside {lo}..{hi}"
 
 
-def audit_measure(spark, c, staged_df, row, in_rows, ledger):
-    """stat: the statistic within min/max. anomaly: the statistic against the same metric of the
-    last published runs (median and MAD from the run ledger)."""
-    value = measure(spark, c, staged_df, row, in_rows)
-    if c.check == "anomaly":
-        result = audit_anomaly(c, value, ledger, in_rows)
-    else:
-        result = check_result(c, None, in_rows, observed=value,
-                              detail="no values" if value is None else outside_bounds(c, value))
+def audit_stat(a, c):
+    """The statistic within min/max, or under its condition."""
+    value = measure(a, c)
+    result = check_result(c, None, a.in_rows(c), observed=value,
+                          detail="no values" if value is None else outside_bounds(c, value))
+    return measured_as(c, result)
+
+
+def measured_as(c, result):
+    """The result, keyed for the ledger's history of its metric."""
     result["metric"] = metric_key(c)
     if c.stat in APPROXIMATE_STATS:
         result["approximate"] = True
@@ -3775,9 +3798,14 @@ def ledger_metric(row, key):
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally distributed values
 
 
-def audit_anomaly(c, value, ledger, in_rows):
-    """Robust: the distance from the history's median in units of its scaled median absolute
-    deviation. Zero spread means any change is an anomaly; too little history passes."""
+def audit_anomaly(a, c):
+    """The statistic against the same metric of the last published runs: the distance from the
+    history's median in units of its scaled median absolute deviation (robust). Zero spread means
+    any change is an anomaly; too little history passes."""
+    return measured_as(c, anomaly_result(c, measure(a, c), a.ledger, a.in_rows(c)))
+
+
+def anomaly_result(c, value, ledger, in_rows):
     key = metric_key(c)
     history = [x for x in (ledger_metric(r, key) for r in ledger.recent(c.lookback, Status.PUBLISHED))
                if x is not None]
@@ -3816,34 +3844,33 @@ def missing_references(df, target, c):
     return df.filter(present).join(keys, match, "left_anti")
 
 
-def audit_relationship(spark, t, c, staged_df, in_rows):
+def audit_relationship(a, c):
     """Every non-NULL key of the batch must exist on the referenced table's main."""
     ns, name = c.to_table.split(".")
-    missing = missing_references(rows_in_scope(staged_df, c), spark.table(TableRef(t.catalog, ns, name).sql), c)
+    missing = missing_references(rows_in_scope(a.staged_df, c),
+                                 a.spark.table(TableRef(a.t.catalog, ns, name).sql), c)
     failing = missing.count()
-    result = check_result(c, failing, in_rows)
+    result = check_result(c, failing, a.in_rows(c))
     if failing:
         result["sample"] = sample_rows(missing)
     return result
 
 
-def audit_sql(spark, c, batch, table, main, in_rows):
+def audit_sql(a, c):
     """The query over {batch}, {table} (as it would be published) and {main} (before this run)."""
-    with sql_views(spark, batch, table, main) as views:
-        rows = sql_query(spark, c, f"check {c.name!r}", views).take(2)
+    table = a.whole_table if a.whole_table is not None else read_snapshot(a.spark, a.t, a.staged_id)
+    main = read_snapshot(a.spark, a.t, a.parent) if a.parent is not None else table.limit(0)
+    with sql_views(a.spark, a.staged_df, table, main) as views:
+        rows = sql_query(a.spark, c, f"check {c.name!r}", views).take(2)
     value = float(rows[0][0]) if len(rows) == 1 and rows[0][0] is not None else None
     detail = (f"the query returned {len(rows)} rows, expected one" if len(rows) != 1 else
               "the query returned NULL" if value is None else outside_bounds(c, value))
-    return dict(check_result(c, None, in_rows, observed=value, detail=detail), metric=metric_key(c))
+    return measured_as(c, check_result(c, None, a.total, observed=value, detail=detail))
 
 
 def plain(value):
     """A metric as a Python value, or None where py4j hands back a Java object (then no pruning)."""
     return value if isinstance(value, (int, float, str)) else None
-
-
-def key_bound(c, j, side):
-    return f"{side}_{hashlib.sha1(c.name.encode()).hexdigest()[:10]}_{j}"
 
 
 PROVABLE = ("not_null", "between", "freshness", "accepted_values")  # decided from file metrics when they suffice
@@ -4068,10 +4095,39 @@ def values_cover(c, lower, upper, dtype):
     return cleared
 
 
+@dataclass
+class Audit:
+    """One audit's inputs and the shared pass's answers: what every kind's judge reads."""
+    spark: object
+    t: object
+    staged_df: object  # the staged rows
+    parent: int  # main before this run
+    ledger: object
+    row: dict  # the shared pass: metric name -> value ("rows": the staged rows)
+    proof: Proof  # what the staged files' metrics decided
+    whole_table: object = None
+    staged_id: int = None
+    groups: dict = field(default_factory=dict)  # (columns, where) -> value_groups, computed once
+
+    @property
+    def total(self):
+        return self.row["rows"]
+
+    def in_rows(self, c):
+        """The rows a check applies to."""
+        return (self.row.get(scope_metric(c)) or 0) if c.where else self.total
+
+    def grouped(self, c):
+        key = (tuple(x.lower() for x in c.columns or [c.column]), c.where)
+        if key not in self.groups:
+            self.groups[key] = value_groups(self.staged_df, c, self.in_rows(c))
+        return self.groups[key]
+
+
 def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
           metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None, staged_id=None):
-    """Evaluate every check against the staged rows; everything per-row or an aggregate shares
-    one Spark job.
+    """Evaluate every check against the staged rows: each metric is computed once, in one shared
+    Spark job (or proven from the files' metrics), and each check's condition is judged on it.
 
     `metrics`, when given, are the row aggregates observed while the write itself ran (already
     matched against the snapshot's record count), so the staged rows need no second scan.
@@ -4085,14 +4141,13 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     composites, checks = checks, leaf_checks(checks)  # a composite's rules are audited as any check
     dynamic = {c.name: with_history(c, ledger) for c in checks if c.condition and c.condition.dynamic}
     checks = [dynamic[c.name][0] if c.name in dynamic else c for c in checks]
-    unique_checks = [c for c in checks if c.check == "unique" and not c.where]
     proof, pushed = Proof(), {}
     if metrics is None and proof_snapshot is not None:
-        proof = prove_from_metadata(spark, t, proof_snapshot, checks, unique_checks)
+        proof = prove_from_metadata(spark, t, proof_snapshot, checks,
+                                    [c for c in checks if c.check == "unique" and not c.where])
         pushed = prove_by_pushdown(staged_df, checks, proof)
-    proven, keys = proof.proven, proof.keys
-    scanned = [c for c in checks if c.name not in proven and c.name not in pushed
-               and not (c.check == "unique" and c.name in keys)]
+    scanned = [c for c in checks if c.name not in proof.proven and c.name not in pushed
+               and not (c.check == "unique" and c.name in proof.keys)]
     aggs = row_metrics(checks if metrics is not None else scanned)
     if metrics is not None:
         row, how = metrics, "write"
@@ -4100,83 +4155,30 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         row, how = {"rows": proof.total}, "metadata"
     else:
         row, how = scan_metrics(staged_df, aggs), "scan"
-    total = row["rows"]
-
-    def in_rows(c):
-        return (row.get(agg_name(c, "in")) or 0) if c.where else total
-
+    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id)
     results = {}
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
             dropped = dropped_counts.get(c.name, 0)  # of the rows read, or of those meeting `where`
-            read = dropped + in_rows(c) if c.where else rows_read or total + rows_dropped
+            read = dropped + a.in_rows(c) if c.where else rows_read or a.total + rows_dropped
             limited = c.max_failing_rows is not None or c.max_failing_fraction is not None
-            results[c.name] = check_result(c, dropped if limited else 0, read)
-            results[c.name]["failing_rows"] = dropped
-            results[c.name]["failing_fraction"] = round(dropped / read, 6) if read else 0.0
-        elif c.name in proven and c.check != "freshness":  # no file can hold a failing row
-            results[c.name] = dict(check_result(c, 0, total), decided_by="metadata")
+            result = dict(check_result(c, dropped if limited else 0, read), decided_by="scan")
+            result["failing_rows"] = dropped
+            result["failing_fraction"] = round(dropped / read, 6) if read else 0.0
+        elif c.name in proof.proven and c.row_level:  # no file can hold a failing row
+            result = dict(check_result(c, 0, a.total), decided_by="metadata")
         elif c.name in pushed:  # counted in the row groups that could hold a failing row
-            results[c.name] = dict(check_result(c, pushed[c.name], total), decided_by="pushdown")
-        elif c.row_level:
-            results[c.name] = check_result(c, row[agg_name(c, "fail")] or 0, in_rows(c))
-        elif c.check == "freshness":
-            value = proven[c.name] if c.name in proven else row[agg_name(c, "newest")]
-            hours = None if value is None else round((time.time() - value) / 3600, 3)
-            detail = ("no values" if hours is None else
-                      f"newest value is {hours} h old, limit {c.max_age_hours} h"
-                      if hours > c.max_age_hours else None)
-            results[c.name] = check_result(c, None, in_rows(c), observed=hours, detail=detail)
-            if c.name in proven:
-                results[c.name]["decided_by"] = "metadata"
-        elif c.check == "row_count":
-            n = in_rows(c)
-            too_few = c.min is not None and n < c.min
-            too_many = c.max is not None and n > c.max
-            detail = (f"{n} rows, expected {c.min if c.min is not None else '-'}.."
-                      f"{c.max if c.max is not None else '-'}" if too_few or too_many else None)
-            if c.condition is not None:
-                detail = None if c.condition.holds(n) else f"{n} rows, expected {c.condition}"
-            results[c.name] = dict(check_result(c, None, n, observed=n, detail=detail), metric=metric_key(c))
-        elif c.check == "schema":
-            results[c.name] = audit_schema(spark, c, staged_df, total)
-        elif c.check == "column_names":  # every name matches the whole pattern (Java's regex)
-            odd = [x for x in staged_df.columns
-                   if not spark.sparkContext._jvm.java.util.regex.Pattern.matches(c.pattern, x)]
-            results[c.name] = check_result(c, None, total, observed=odd or None,
-                                           detail=f"not matching: {', '.join(odd)}" if odd else None)
-        elif c.check == "column_exists":
-            found = c.column.lower() in {x.lower() for x in staged_df.columns}
-            results[c.name] = check_result(c, None, total, observed=found,
-                                           detail=None if found else f"no column {c.column!r}")
-        elif c.keyed:
-            bounds = keys.get(c.name) or [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
-                                          for j in range(len(c.columns))]
-            results[c.name] = audit_unique(spark, t, c, staged_df, parent, in_rows(c), bounds,
-                                           whole_table, row.get(agg_name(c, "nullkey")) or 0)
-        elif c.check == "volume":
-            results[c.name] = audit_volume(c, ledger, total)
-        elif c.check in ("stat", "anomaly"):
-            results[c.name] = audit_measure(spark, c, staged_df, row, in_rows(c), ledger)
-        elif c.check == "relationship":
-            results[c.name] = audit_relationship(spark, t, c, staged_df, in_rows(c))
-        elif c.check == "sql":
-            table = whole_table if whole_table is not None else read_snapshot(spark, t, staged_id)
-            main = read_snapshot(spark, t, parent) if parent is not None else table.limit(0)
-            results[c.name] = audit_sql(spark, c, staged_df, table, main, total)
-    for c in checks:  # samples cost a job each, so only where something is wrong
-        r = results[c.name]
-        if c.row_level and c.action != "drop" and r["failing_rows"]:
-            r["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
-    decided = {"schema": "metadata", "column_exists": "metadata", "column_names": "metadata",
-               "volume": "metadata",
-               "unique": "scan", "primary_key": "scan", "relationship": "scan", "sql": "scan"}
-    for c in checks:  # how each verdict was reached, for the report
-        results[c.name].setdefault("decided_by", "scan" if c.action == "drop" else decided.get(c.check, how))
+            result = dict(check_result(c, pushed[c.name], a.total), decided_by="pushdown")
+        else:
+            result = KINDS[c.check].judge(a, c)
+            result.setdefault("decided_by", KINDS[c.check].decided_by or how)
+        if c.row_level and c.action != "drop" and result["failing_rows"]:  # a job each: only then
+            result["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
         if c.name in dynamic:
-            results[c.name]["history"] = dynamic[c.name][1]
-            results[c.name]["expected"] = None if c.condition is None else str(c.condition)
-    return [combined_result(c, results, total) for c in composites], total
+            result["history"] = dynamic[c.name][1]
+            result["expected"] = None if c.condition is None else str(c.condition)
+        results[c.name] = result
+    return [combined_result(c, results, a.total) for c in composites], a.total
 
 
 def with_history(c, ledger):
@@ -4236,17 +4238,71 @@ def sample_rows(df, n=5):
     return [json.loads(r[0]) for r in df.limit(n).select(as_json).collect()]
 
 
-def audit_schema(spark, c, staged_df, total):
-    actual = {f.name.lower(): f.dataType.simpleString() for f in staged_df.schema.fields}
+def audit_rows(a, c):
+    """A row check: the rows in scope that fail it, within its limits."""
+    return check_result(c, a.row[fail_metric(c)] or 0, a.in_rows(c))
+
+
+def audit_freshness(a, c):
+    """The newest value's age: from the files' upper bounds where they prove it, else the pass."""
+    proven = c.name in a.proof.proven
+    value = a.proof.proven[c.name] if proven else a.row[metric_name("newest", c.column, c.where)]
+    hours = None if value is None else round((time.time() - value) / 3600, 3)
+    detail = ("no values" if hours is None else
+              f"newest value is {hours} h old, limit {c.max_age_hours} h" if hours > c.max_age_hours else None)
+    result = check_result(c, None, a.in_rows(c), observed=hours, detail=detail)
+    if proven:
+        result["decided_by"] = "metadata"
+    return result
+
+
+def audit_row_count(a, c):
+    n = a.in_rows(c)
+    too_few = c.min is not None and n < c.min
+    too_many = c.max is not None and n > c.max
+    detail = (f"{n} rows, expected {c.min if c.min is not None else '-'}.."
+              f"{c.max if c.max is not None else '-'}" if too_few or too_many else None)
+    if c.condition is not None:
+        detail = None if c.condition.holds(n) else f"{n} rows, expected {c.condition}"
+    return measured_as(c, check_result(c, None, n, observed=n, detail=detail))
+
+
+def audit_column_names(a, c):
+    """Every column name matches the whole pattern (Java's regex, as DQDL's)."""
+    odd = [x for x in a.staged_df.columns
+           if not a.spark.sparkContext._jvm.java.util.regex.Pattern.matches(c.pattern, x)]
+    return check_result(c, None, a.total, observed=odd or None,
+                        detail=f"not matching: {', '.join(odd)}" if odd else None)
+
+
+def audit_column_exists(a, c):
+    found = c.column.lower() in {x.lower() for x in a.staged_df.columns}
+    return check_result(c, None, a.total, observed=found, detail=None if found else f"no column {c.column!r}")
+
+
+def audit_schema(a, c):
+    actual = {f.name.lower(): f.dataType.simpleString() for f in a.staged_df.schema.fields}
     problems = []
     for name, type_text in c.schema.items():
-        expected = spark_type_string(spark, f"check {c.name!r}", type_text)
+        expected = spark_type_string(a.spark, f"check {c.name!r}", type_text)
         got = actual.get(name.lower())
         if got is None:
             problems.append(f"{name} missing")
         elif got != expected:
             problems.append(f"{name} is {got}, expected {expected}")
-    return check_result(c, None, total, observed=actual, detail="; ".join(problems) or None)
+    return check_result(c, None, a.total, observed=actual, detail="; ".join(problems) or None)
+
+
+def audit_keys(a, c):
+    """unique, primary_key: the key range from the files' bounds or the pass prunes the look-up."""
+    bounds = a.proof.keys.get(c.name) or [(plain(a.row[key_bound(c, j, "lo")]), plain(a.row[key_bound(c, j, "hi")]))
+                                          for j in range(len(c.columns))]
+    return audit_unique(a.spark, a.t, c, a.staged_df, a.parent, a.in_rows(c), bounds, a.whole_table,
+                        a.row.get(null_key_metric(c)) or 0)
+
+
+def null_key_metric(c):
+    return metric_name("nullkey", c.columns, c.where)
 
 
 def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None, null_keys=0):
@@ -4328,10 +4384,11 @@ def keys_distinct_by_bitmap(batch_keys, bounds, rows):
     return row["distinct"] == row["rows"]
 
 
-def audit_volume(c, ledger, total):
+def audit_volume(a, c):
     """Batch size against the median of the last published batches, from the run ledger: only
     publishes count, never compaction or other maintenance commits."""
-    history = [r["rows_written"] for r in ledger.recent(c.lookback, Status.PUBLISHED)
+    total = a.total
+    history = [r["rows_written"] for r in a.ledger.recent(c.lookback, Status.PUBLISHED)
                if r["rows_written"]]
     if not history:
         return check_result(c, None, total, observed=None)
@@ -4342,6 +4399,103 @@ def audit_volume(c, ledger, total):
     return check_result(c, None, total, observed=ratio,
                         detail=(f"{total} rows is {ratio}x the median {median} of the last "
                                 f"{len(history)} publishes") if low or high else None)
+
+
+# ----- the kinds of check: each a metric, how it is judged, and what it takes --------------------
+
+def count_failing(c):
+    """A row check's metric in the shared pass."""
+    from pyspark.sql import functions as F
+    return {fail_metric(c): F.sum(failing_rows_condition(c).cast("long"))}
+
+
+def newest_value(c):
+    """freshness: epoch seconds of the newest value in scope."""
+    from pyspark.sql import functions as F
+    return {metric_name("newest", c.column, c.where): F.max(value_in_scope(c).cast("timestamp").cast("double"))}
+
+
+def key_range(c):
+    """unique, primary_key: the key range, so the look-up on main can skip files by their bounds;
+    a primary key also counts its rows with a NULL key part."""
+    from pyspark.sql import functions as F
+    needs = {key_bound(c, j, side): agg(col(k)) for j, k in enumerate(c.columns)
+             for side, agg in (("lo", F.min), ("hi", F.max))}
+    if c.check == "primary_key":
+        null_key = functools.reduce(lambda x, y: x | y, [col(k).isNull() for k in c.columns])
+        needs[null_key_metric(c)] = F.sum((in_scope(c) & null_key).cast("long"))
+    return needs
+
+
+def statistic(c):
+    """stat, anomaly: a column statistic, unless it is counted (rows, columns) or grouped."""
+    return {stat_metric(c): stat_aggregate(c)} if c.measures else {}
+
+
+def no_metric(c):
+    return {}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of check, whole: `params` (required, optional) beside the common ones, and `parse`
+    for their values; `needs(check)`: its metrics in the shared pass, {name: aggregate};
+    `fails(check)`: for a row check, the test a failing row meets (its metric counts them);
+    `judge(audit, check)`: its result from the metrics in hand; `decided_by`: how that verdict is
+    reached when not by the shared pass; `reads`: what it reads besides the staged rows (audited
+    again after a rebase), None for nothing; `where`: whether it takes one (batch-wide ones not)."""
+    params: tuple
+    parse: object
+    judge: object
+    needs: object = no_metric
+    fails: object = None
+    decided_by: str = None
+    reads: str = None
+    where: bool = True
+
+
+def row_kind(params, parse, test):
+    """A row check: its metric counts the rows in scope that meet `test(F, check)`."""
+    def fails(c):
+        from pyspark.sql import functions as F
+        return test(F, c)
+    return Kind(params, parse, audit_rows, count_failing, fails)
+
+
+BOUNDS = {"min", "max", "min_exclusive", "max_exclusive"}
+KEYS = (set(), {"columns", "column"})
+KINDS = {
+    "not_null": row_kind(({"column"}, set()), parse_column_only, lambda F, c: col(c.column).isNull()),
+    "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between, lambda F, c: outside_range(c)),
+    "accepted_values": row_kind(({"column", "values"}, {"allow_null"}), parse_accepted_values,
+                                lambda F, c: ~col(c.column).isin([v for v in c.values if v is not None])),
+    "regex": row_kind(({"column", "pattern"}, {"allow_null"}), parse_pattern,
+                      lambda F, c: ~col(c.column).rlike(c.pattern)),
+    "expression": row_kind(({"expr"}, set()), parse_expression, lambda F, c: ~F.expr(c.expr)),
+    "unique": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
+    "primary_key": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
+    "row_count": Kind((set(), {"min", "max", "condition"}), parse_row_count, audit_row_count),
+    "schema": Kind(({"columns"}, set()), parse_schema, audit_schema, decided_by="metadata", where=False),
+    "column_exists": Kind(({"column"}, set()), parse_column_only, audit_column_exists, decided_by="metadata",
+                          where=False),
+    "column_names": Kind(({"pattern"}, set()), parse_pattern, audit_column_names, decided_by="metadata",
+                         where=False),
+    "freshness": Kind(({"column", "max_age_hours"}, set()), parse_freshness, audit_freshness, newest_value),
+    "volume": Kind((set(), {"min_ratio", "max_ratio", "lookback"}), parse_volume, audit_volume,
+                   decided_by="metadata", reads="the run ledger", where=False),
+    "stat": Kind(({"stat"}, BOUNDS | {"column", "columns", "q", "condition"}), parse_stat, audit_stat, statistic),
+    "relationship": Kind(({"to_table"}, {"column", "columns", "to_column", "to_columns"}), parse_relationship,
+                         audit_relationship, decided_by="scan", reads="another table"),
+    "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
+                where=False),
+    "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations"}), parse_anomaly, audit_anomaly,
+                    statistic, reads="the run ledger"),
+    # audited through its rules (leaf_checks); it reads what they read
+    "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
+}
+CHECK_PARAMS = {name: kind.params for name, kind in KINDS.items()}
+CHECK_READS = {name: kind.reads for name, kind in KINDS.items()}
+ROW_CHECKS = tuple(name for name, kind in KINDS.items() if kind.fails)
 
 
 # =================================================================================================

@@ -1,0 +1,42 @@
+"""The check engine as metrics and conditions: each kind of check is one entry of KINDS (its
+parameters, parser, metric and judge); a metric is computed once however many checks use it."""
+import wap_etl
+from wap_etl import parse_checks
+
+ROWS = [{"id": i, "status": "paid" if i % 3 else "new", "amount": float(i)} for i in range(60)]
+
+
+def audit_jobs(wap, checks, table):
+    code, report = wap.run(ROWS, checks=checks, table=f"{wap.ns}.{table}")
+    assert code == 0, report.error
+    return report.spark_jobs["audit"], {r["name"]: r for r in report.checks}
+
+
+def test_checks_of_different_kinds_on_one_metric_share_one_aggregate(spark):
+    checks = parse_checks([{"check": "stat", "stat": "mean", "column": "amount", "min": 0},
+                           {"check": "stat", "stat": "mean", "column": "amount", "max": 100, "name": "m2"},
+                           {"check": "anomaly", "metric": "mean:amount"},
+                           {"check": "not_null", "column": "id"},
+                           {"check": "not_null", "column": "id", "action": "warn", "name": "again"}])
+    names = [str(a) for a in wap_etl.row_metrics(checks)]
+    assert len(names) == 3, names  # rows, the mean, the NULL count of id
+
+
+def test_grouped_statistics_of_one_column_share_one_grouping_job(wap):
+    one, _ = audit_jobs(wap, [{"check": "stat", "stat": "distinct_count", "column": "status", "min": 1}], "one")
+    three, results = audit_jobs(wap, [
+        {"check": "stat", "stat": "distinct_count", "column": "status", "min": 1},
+        {"check": "stat", "stat": "entropy", "column": "status", "min": 0},
+        {"check": "stat", "stat": "unique_value_ratio", "column": "status", "max": 1}], "three")
+    assert three == one
+    assert results["distinct_count_status"]["observed"] == 2
+    assert results["unique_value_ratio_status"]["observed"] == 0
+
+
+def test_every_kind_is_one_entry_with_its_parser_and_judge():
+    for name, kind in wap_etl.KINDS.items():
+        assert callable(kind.parse), name
+        assert callable(kind.judge) or name == "composite", name
+        required, optional = kind.params
+        assert not (required & optional), name
+    assert set(wap_etl.ROW_CHECKS) == {n for n, k in wap_etl.KINDS.items() if k.fails}
