@@ -7,8 +7,10 @@ import wap_etl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchmark"))
 import bench_wap  # noqa: E402
+from conftest import soak
 
 
+@soak
 def test_benchmark_runs_and_reports_every_measure(tmp_path, spark, monkeypatch):
     monkeypatch.setattr(wap_etl, "transform", wap_etl.transform)  # the bench swaps it per batch
     out, chart = tmp_path / "r.json", tmp_path / "c.png"
@@ -23,6 +25,7 @@ def test_benchmark_runs_and_reports_every_measure(tmp_path, spark, monkeypatch):
     assert chart.stat().st_size > 1000
 
 
+@soak
 def test_benchmark_sweep_measures_every_point(tmp_path, spark, monkeypatch):
     monkeypatch.setattr(wap_etl, "transform", wap_etl.transform)
     out, chart = tmp_path / "s.json", tmp_path / "s.png"

@@ -9,6 +9,7 @@ import time
 import urllib.request
 
 import pytest
+from conftest import soak
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -80,6 +81,7 @@ def run_job(master, warehouse, source, *args):
     return done.returncode, json.loads(line[-1].split("WAP_REPORT ", 1)[1]), done.stderr
 
 
+@soak
 def test_job_runs_end_to_end_on_a_standalone_cluster(cluster, spark, tmp_path):
     master, ui = cluster
     warehouse = str(tmp_path / "warehouse")

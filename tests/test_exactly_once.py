@@ -7,6 +7,7 @@ import time
 
 
 import wap_etl
+from conftest import soak
 
 ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
 UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
@@ -40,6 +41,7 @@ def ledger(wap):
     return [r.asDict(recursive=True) for r in wap.spark.table(f"{wap.sql}_wap_runs").collect()]
 
 
+@soak
 def test_four_concurrent_writers_publish_every_batch_exactly_once(wap, tmp_path):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
     gate = tmp_path / "gate"
