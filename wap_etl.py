@@ -655,7 +655,7 @@ def parse_params(argv):
 # section, beside how each is measured): their parameters, what they read besides the staged rows,
 # and whether they decide per row (those are evaluated together in one aggregation and can `drop`).
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where",
-                 "threshold", "labels"}
+                 "threshold", "labels", "dqdl"}
 ACTIONS = ("fail", "warn", "drop")
 # Statistics of one column, computed in the same pass as the row checks (distinct_count and
 # unique_fraction group the column in a job of their own). Approximate ones say so in the report.
@@ -751,6 +751,7 @@ class Check:
     condition: Condition = None  # row_count, stat, sql: instead of min/max
     threshold: Condition = None  # row checks: on the share of rows that pass
     labels: dict = None  # carried into the report as given
+    dqdl: str = None  # the DQDL rule text it was read from, for Glue-shaped results
     op: str = None  # composite: "and" or "or" over its `rules`
     rules: list = None  # composite: its checks, each audited over the whole batch
 
@@ -1002,6 +1003,9 @@ def parse_check(spec, index):
              and all(isinstance(k, str) and isinstance(v, str) for k, v in spec["labels"].items()),
              "labels must be an object of string -> string")
         c.labels = dict(spec["labels"])
+    if "dqdl" in spec:
+        need(isinstance(spec["dqdl"], str) and spec["dqdl"].strip(), "dqdl must be DQDL rule text")
+        c.dqdl = spec["dqdl"]
     if "max_failing_rows" in spec:
         need(is_count(spec["max_failing_rows"]), "max_failing_rows must be a whole number >= 0")
         c.max_failing_rows = spec["max_failing_rows"]
@@ -1531,7 +1535,7 @@ class _Parser:
         start = self.i
         body = self.composite()
         body.pop("name", None)
-        return {"name": self.text(start), **body, "action": "fail"}
+        return {"name": self.text(start), **body, "action": "fail", "dqdl": self.text(start)}
 
     def text(self, start):
         """The source text from token `start` to here."""
@@ -2822,6 +2826,10 @@ class History:
         return Ancestry(marks, whole=snapshot_id is None)
 
 
+# Each check's outcome as Glue Data Quality's RuleResults entries (see glue_dq_result)
+GLUE_RULE_RESULTS = ("array<struct<Name: string, Description: string, EvaluationMessage: string, "
+                     "Result: string, EvaluatedMetrics: map<string, double>, EvaluatedRule: string, "
+                     "Labels: map<string, string>>>")
 # The run ledger: one row per run, so exactly-once, `volume`, `--status` and reports outlive
 # snapshot expiry. Users query it like any Iceberg table (Athena, Spark).
 LEDGER_COLUMNS = (
@@ -2833,9 +2841,10 @@ LEDGER_COLUMNS = (
     "passed: boolean, failing_rows: bigint, observed: string>>, metrics map<string, double>, "
     "timings map<string, double>, input_fingerprint string, config_fingerprint string, "
     "input_files array<string>, started_at timestamp, finished_at timestamp, error string, "
-    "table_uuid string, input_file_ids array<string>")
+    "table_uuid string, input_file_ids array<string>, score double, rule_results " + GLUE_RULE_RESULTS)
 # Added since the first ledgers: a run adds them to an older ledger before its first write.
-LEDGER_ADDED_COLUMNS = {"table_uuid": "string", "input_file_ids": "array<string>"}
+LEDGER_ADDED_COLUMNS = {"table_uuid": "string", "input_file_ids": "array<string>", "score": "double",
+                        "rule_results": GLUE_RULE_RESULTS}
 # Statuses whose input is on main or deliberately dropped: a publish, every row quarantined, or a
 # write that reached main without an audit (recorded so that expiry cannot make it loadable again)
 CONSUMED = ("published", "quarantined", "unaudited")
@@ -4837,6 +4846,7 @@ class RunReport:
     rerun_command: str = None
     html_report: str = None  # where the run's HTML page was written
     metrics: dict = field(default_factory=dict)  # statistics kept in the ledger for anomaly checks
+    glue_dq: dict = None  # the checks' outcomes as Glue Data Quality reports them (GlueResult)
 
 
 def run_metrics(report):
@@ -4848,6 +4858,141 @@ def run_metrics(report):
     metrics.update({r["metric"]: float(r["observed"]) for r in every(report.checks)
                     if r.get("metric") and is_number(r.get("observed"))})
     return metrics
+
+
+# Glue Data Quality's result shape, so tools written for Glue DQ read our outcomes: GetDataQualityResult
+# (docs.aws.amazon.com/glue/latest/webapi/API_GetDataQualityResult.html) and its RuleResults entries
+# (docs.aws.amazon.com/glue/latest/webapi/API_DataQualityRuleResult.html). Metrics are named as Glue
+# names them, <Dataset|Column|Multicolumn>.<* or columns>.<metric>: Dataset.*.RowCount,
+# Column.order_id.Completeness.
+
+@dataclass
+class GlueRuleResult:
+    """One RuleResults entry; field names are Glue's."""
+    Name: str
+    Description: str  # the rule text: DQDL as written, or the check rendered as DQDL, or its JSON
+    Result: str  # PASS or FAIL (a check that cannot run stops the run before the audit: no ERROR)
+    EvaluationMessage: str = None  # why it failed
+    EvaluatedMetrics: dict = field(default_factory=dict)
+    EvaluatedRule: str = None  # the rule with its dynamic values as evaluated
+    Labels: dict = field(default_factory=dict)
+
+
+@dataclass
+class GlueResult:
+    """A run's checks as one GetDataQualityResult."""
+    ResultId: str
+    RulesetName: str
+    EvaluationContext: str
+    Score: float  # the share of rules that passed; None without rules
+    StartedOn: str
+    CompletedOn: str
+    RuleResults: list
+    JobName: str = None
+    JobRunId: str = None
+
+
+def passing_share(r):
+    return None if r.get("failing_rows") is None else 1 - (r.get("failing_fraction") or 0.0)
+
+
+def observed_number(r):
+    return r.get("observed") if is_number(r.get("observed")) else None
+
+
+def null_complement(r):
+    value = observed_number(r)
+    return None if value is None else 1 - value
+
+
+# check kind -> (Glue's metric name, its value from our result); stat and anomaly by their stat
+GLUE_METRICS = {
+    "not_null": ("Completeness", passing_share), "between": ("ColumnValues.Compliance", passing_share),
+    "accepted_values": ("ColumnValues.Compliance", passing_share),
+    "regex": ("ColumnValues.Compliance", passing_share),
+    "expression": ("ColumnValues.Compliance", passing_share),
+    "unique": ("Uniqueness", passing_share), "primary_key": ("Uniqueness", passing_share),
+    "relationship": ("ReferentialIntegrity", passing_share), "row_count": ("RowCount", observed_number),
+    "sql": ("CustomSQL", observed_number), "volume": ("RowCountRatio", observed_number),
+    "freshness": ("DataFreshness.AgeHours", observed_number),
+}
+GLUE_STATS = {"row_count": "RowCount", "mean": "Mean", "sum": "Sum", "stddev_pop": "StandardDeviation",
+              "variance": "Variance", "distinct_count": "DistinctValuesCount", "unique_fraction": "Uniqueness",
+              "entropy": "Entropy", "unique_value_ratio": "UniqueValueRatio", "min_length": "MinimumLength",
+              "max_length": "MaximumLength", "column_count": "ColumnCount", "correlation": "ColumnCorrelation",
+              "null_fraction": "Completeness"}
+
+
+def glue_metrics(c, r):
+    """A check's metric as Glue names it; a composite's are its rules', as Glue reports a composite."""
+    if c.rules:
+        return {k: v for rule, result in zip(c.rules, r.get("rules") or [])
+                for k, v in glue_metrics(rule, result).items()}
+    if c.check in ("stat", "anomaly"):
+        name = GLUE_STATS.get(c.stat) or "".join(w.title() for w in c.stat.split("_"))
+        value = (null_complement if c.stat == "null_fraction" else observed_number)(r)
+    elif c.check in GLUE_METRICS:
+        name, read = GLUE_METRICS[c.check]
+        value = read(r)
+    else:
+        return {}
+    columns = c.columns or ([c.column] if c.column else [])
+    entity = ("Dataset.*" if not columns else f"Column.{columns[0]}" if len(columns) == 1
+              else f"Multicolumn.{','.join(columns)}")
+    return {} if value is None else {f"{entity}.{name}": float(value)}
+
+
+# The JSON checks to_dqdl renders with the same meaning: their kind's keys, and nothing else that
+# changes what passes (where, tolerances, thresholds have no DQDL there)
+DQDL_RENDERED = {"row_count": {"min", "max"}, "not_null": {"column"}, "unique": {"columns"},
+                 "accepted_values": {"column", "values", "allow_null"}, "between": {"column", "min", "max"},
+                 "stat": {"column", "stat", "max"}}
+
+
+def rule_text(c, spec):
+    """A check's rule as Glue's Description shows it: its DQDL as written; a JSON check as the DQDL
+    to_dqdl renders for it (clauses joined with AND); otherwise its JSON."""
+    if c.dqdl:
+        return c.dqdl
+    keys = set(spec) - {"check", "name", "action", "labels"}
+    same_nulls = c.check != "accepted_values" or c.allow_null == (None in (c.values or []))
+    if keys <= DQDL_RENDERED.get(c.check, set()) and same_nulls:
+        try:
+            rules = to_dqdl([spec]).splitlines()[1:-1]
+        except (ValueError, KeyError, TypeError):  # a shape to_dqdl has no rule for
+            rules = []
+        rules = [r.strip().rstrip(",") for r in rules]
+        if rules:
+            return rules[0] if len(rules) == 1 else " AND ".join(f"({r})" for r in rules)
+    return json.dumps({k: v for k, v in spec.items() if k != "name"}, sort_keys=True, default=str)
+
+
+def glue_rule_result(c, spec, r):
+    """One check result as a RuleResults entry."""
+    description = rule_text(c, spec)
+    message = None if r["passed"] else (r.get("detail") or f"{r.get('failing_rows')} failing rows")
+    evaluated = (f"{description} [evaluated: {r['expected']}]"
+                 if c.condition is not None and c.condition.dynamic and isinstance(r.get("expected"), str)
+                 else description)
+    return GlueRuleResult(Name=c.name, Description=description, Result="PASS" if r["passed"] else "FAIL",
+                          EvaluationMessage=message, EvaluatedMetrics=glue_metrics(c, r),
+                          EvaluatedRule=evaluated, Labels=dict(r.get("labels") or {}))
+
+
+def glue_dq_result(report, p):
+    """The run's check results in Glue Data Quality's result shape; None before any check ran. The
+    checks are parsed again from the run's specs (deterministic), to pair each result with its rule."""
+    if not report.checks or p is None:
+        return None
+    specs = list(p.checks)
+    by_name = {c.name: (c, spec) for c, spec in zip(parse_checks(specs), specs)}
+    rules = [asdict(glue_rule_result(*by_name[r["name"]], r)) for r in report.checks if r["name"] in by_name]
+    passed = sum(1 for r in rules if r["Result"] == "PASS")
+    return asdict(GlueResult(
+        ResultId=report.run_id, RulesetName=report.table, EvaluationContext=report.table,
+        Score=round(passed / len(rules), 6) if rules else None, StartedOn=report.started_at,
+        CompletedOn=report.finished_at, RuleResults=rules,
+        JobName=p.glue_args.get("JOB_NAME"), JobRunId=p.glue_args.get("JOB_RUN_ID")))
 
 
 def ledger_row(report):
@@ -4873,7 +5018,9 @@ def ledger_row(report):
             "config_fingerprint": report.config_fingerprint, "input_files": report.input_files,
             "started_at": datetime.fromisoformat(report.started_at) if report.started_at else None,
             "finished_at": datetime.fromisoformat(report.finished_at) if report.finished_at else None,
-            "error": report.error, "table_uuid": report.table_uuid, "input_file_ids": report.input_file_ids}
+            "error": report.error, "table_uuid": report.table_uuid, "input_file_ids": report.input_file_ids,
+            "score": (report.glue_dq or {}).get("Score"),
+            "rule_results": (report.glue_dq or {}).get("RuleResults")}
 
 
 def record_run(report, p, ledger=None):
@@ -5297,10 +5444,10 @@ def render_run_html(report, history):
                      f'<span class="badge {rcls}">{res}</span>', (_num(c.get("failing_rows")), "n"),
                      (_pct(c.get("failing_fraction")), "n"), tol or "-",
                      f"<code>{_cell(obs)}</code>" if obs is not None else "-",
-                     _e(c.get("decided_by")), _e(c.get("detail"))])
+                     _e(c.get("decided_by")), _e(c.get("detail")), _e(label_text(c) or None)])
     body.append(f"<h2>Checks ({sum(1 for c in checks if c.get('passed'))}/{len(checks)} passed)</h2>")
     body.append(_table(["Check", "Type", "Action", "Result", "Failing rows", "Failing", "Tolerance",
-                        "Observed", "Decided by", "Detail"], rows, "no checks configured"))
+                        "Observed", "Decided by", "Detail", "Labels"], rows, "no checks configured"))
     for c in checks:
         sample = c.get("sample") or []
         if c.get("passed") or not sample:
@@ -5354,6 +5501,7 @@ def finish(report, p, ledger=None, history=None):
     """Log the report, then tell the outside world. The data is safe by now: a side channel that
     fails (no permission, endpoint down, timeout) is a warning, never a change of outcome."""
     report.finished_at = datetime.now(timezone.utc).isoformat()
+    side_effect("Glue-shaped results", lambda: setattr(report, "glue_dq", glue_dq_result(report, p)))
     if p is not None:  # before anything shows the report: log, ledger, files, alerts
         vars(report).update({k: scrubbed(v, p.secrets) for k, v in vars(report).items()
                              if k not in IDENTITY_FIELDS})
@@ -5412,6 +5560,11 @@ def count_steps(spark, report, p, ledger):
 # Alerts, metrics and events
 # =================================================================================================
 
+def label_text(result):
+    """A check result's labels as `key=value, ...`, for alerts and the HTML page."""
+    return ", ".join(f"{k}={v}" for k, v in sorted((result.get("labels") or {}).items()))
+
+
 def alert_text(report):
     """Subject and body of an alert: what failed, by how much, and how to look at it."""
     subject = f"wap_etl {report.status}: {report.table} batch {report.batch_id}"[:99]
@@ -5423,7 +5576,8 @@ def alert_text(report):
         lines.append("Failed checks:")
         lines += [f"  - {c['name']} ({c['check']}): "
                   + (f"{c['failing_rows']} failing rows" if c["failing_rows"] is not None
-                     else c.get("detail") or "failed") for c in failed]
+                     else c.get("detail") or "failed")
+                  + (f" [labels: {label_text(c)}]" if c.get("labels") else "") for c in failed]
     if report.error:
         lines.append(f"Error: {report.error}")
     if report.status is Status.AUDIT_FAILED and report.inspect_sql:
@@ -5498,11 +5652,33 @@ def put_workflow_properties(report, p):
         RunProperties=workflow_properties(report, p))
 
 
+def glue_event_detail(report):
+    """The detail of Glue Data Quality's "Data Quality Evaluation Results Available" event
+    (docs.aws.amazon.com/glue/latest/dg/data-quality-alerts.html), so rules written for it match
+    on state, score and the counts; and the rule results themselves, which Glue's event leaves to
+    GetDataQualityResult. The counts come in both spellings: the page's sample (resultID,
+    rulesSucceeded) and what Glue sends (resultId, numRulesSucceeded)."""
+    g = report.glue_dq or {}
+    rules = g.get("RuleResults") or []
+    failed = sum(1 for r in rules if r["Result"] != "PASS")
+    qualified, _, name = (report.table or "").rpartition(".")  # catalog.namespace, table
+    context = {"contextType": "GLUE_JOB" if g.get("JobName") else "WAP_ETL", "runId": report.run_id,
+               "jobName": g.get("JobName"), "jobId": g.get("JobRunId"), "evaluationContext": report.table,
+               "databaseName": qualified.partition(".")[2] or None, "tableName": name or None}
+    counts = {"Succeeded": len(rules) - failed, "Failed": failed, "Skipped": 0}
+    return {"resultId": report.run_id, "resultID": report.run_id, "context": context,
+            "rulesetNames": [g.get("RulesetName") or report.table],
+            "state": "FAILED" if failed else "SUCCEEDED",
+            "score": g.get("Score"), **{f"numRules{k}": v for k, v in counts.items()},
+            **{f"rules{k}": v for k, v in counts.items()}, "ruleResults": rules}
+
+
 def put_event(report, bus_name):
     """Tell downstream jobs a batch is on main, so they can start."""
     import boto3
     detail = {"table": report.table, "batch_id": report.batch_id,
-              "snapshot_id": report.main_snapshot_after, "rows": report.rows_written}
+              "snapshot_id": report.main_snapshot_after, "rows": report.rows_written,
+              **glue_event_detail(report)}
     answer = boto3.client("events").put_events(Entries=[{
         "Source": "wap_etl", "DetailType": "WAP Published", "Detail": json.dumps(detail),
         "EventBusName": bus_name}])

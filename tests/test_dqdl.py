@@ -13,7 +13,7 @@ def one(rule):
     checks = parse_dqdl(f"Rules = [ {rule} ]")
     assert len(checks) == 1
     check = dict(checks[0])
-    assert check.pop("name") == " ".join(rule.split())
+    assert check.pop("name") == " ".join(rule.split()) == check.pop("dqdl")
     assert check.pop("action") == "fail"
     return check
 
@@ -288,7 +288,7 @@ def test_comments_blank_lines_and_names():
     assert [c["name"] for c in checks] == [
         'IsComplete "order_id"', 'ColumnValues "amount" between 0 and 100', "RowCount > 0"]
     assert all(c["action"] == "fail" for c in checks)
-    assert list(checks[0]) == ["name", "check", "column", "action"]
+    assert list(checks[0]) == ["name", "check", "column", "action", "dqdl"]
 
 
 def test_strings_inside_names_keep_their_spaces():

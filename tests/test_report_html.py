@@ -98,6 +98,17 @@ def test_failed_run_page_shows_every_check_counts_samples_and_inspect_sql(wap):
     assert XSS in cells, "sample values are shown as text"
 
 
+def test_run_page_shows_each_checks_labels(wap):
+    checks = [dict(CHECKS[0], labels={"team": "orders", "tier": "gold"}), CHECKS[3]]
+    code, report = wap.run(good(0), checks=checks, batch_id="labelled")
+    assert code == 0
+    page = parse(page_of(report))
+    [head] = [t[0] for t in page.tables if t and "Check" in t[0]]
+    rows = {row[0]: dict(zip(head, row)) for t in page.tables for row in t[1:] if row}
+    assert rows["not_null_id"]["Labels"] == "team=orders, tier=gold"
+    assert rows["row_count"]["Labels"] == "-"
+
+
 def test_page_loads_nothing_from_the_network_and_runs_no_script(wap):
     raw = page_of(run_days(wap, days=1))
     for forbidden in ("<script", "http://", "https://", "src=", "<link", "@import", "url("):
