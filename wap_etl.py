@@ -147,6 +147,9 @@ PARAMS = {
     "catalog_type": (None, "glue | hadoop; default glue on Glue, hadoop elsewhere"),
     "warehouse": (None, "warehouse location; default ./warehouse for hadoop"),
     "checks": (None, "checks as JSON text or a path to a JSON file; default: CHECKS in this file"),
+    "reference_tables": ("{}", "JSON object of alias -> namespace.table: the reference datasets that "
+                               "DQDL RowCountMatch, SchemaMatch, AggregateMatch and DatasetMatch rules "
+                               "name (main of a table in --catalog)"),
     "batch_id": (None, "the batch's identity; default: a fingerprint of table and input files"),
     "mode": ("append", "append | overwrite_partitions | merge"),
     "merge_keys": (None, "merge: comma-separated key columns to upsert by"),
@@ -219,6 +222,7 @@ class Params:
     on_glue: bool = False
     glue_args: dict = field(default_factory=dict, repr=False)
     secrets: tuple = field(default=(), repr=False)  # values no output may show (find_secrets)
+    reference_tables: dict = field(default_factory=dict)  # alias -> namespace.table
 
 
 def on_glue(argv):
@@ -392,13 +396,26 @@ def check_glue_tables(namespace, table_name, runs_namespace, runs_name, runs_giv
 
 
 def check_glue_references(p, specs, checks):
-    """The tables checks read (a relationship's to_table) live in the same Glue catalog."""
+    """The tables checks read (a relationship's to_table, a reference) live in the same Glue catalog."""
     if p.catalog_type != "glue":
         return
     for i, (spec, c) in enumerate(zip(specs, checks)):
-        if c.to_table:
-            check_glue_name(f"check #{i + 1} ({json.dumps(spec.get('name') or c.check)}): to_table",
-                            *c.to_table.split("."))
+        for table in tables_read(c):
+            what = "to_table" if c.check == "relationship" else "reference"
+            check_glue_name(f"check #{i + 1} ({json.dumps(spec.get('name') or c.check)}): {what}",
+                            *table.split("."))
+
+
+def parse_reference_tables(text):
+    """--reference_tables: alias -> namespace.table. An alias has no dot, so a rule's reference is
+    an alias or a table name, never both."""
+    aliases = parse_json_param("reference_tables", text, dict)
+    for alias, table in aliases.items():
+        check_identifier("--reference_tables: alias", alias)
+        if not isinstance(table, str):
+            raise bad_input(f"--reference_tables: {alias!r} must map to namespace.table, got {json.dumps(table)}")
+        aliases[alias] = ".".join(parse_table_name(f"--reference_tables: {alias}", table))
+    return aliases
 
 
 def split_s3(uri):
@@ -590,6 +607,7 @@ def parse_params(argv):
         raise bad_input(f"--source_format: expected one of {', '.join(SOURCE_FORMATS)}, "
                         f"got {source_format!r}")
     source_options = parse_json_param("source_options", raw["source_options"] or "{}", dict)
+    reference_tables = parse_reference_tables(raw["reference_tables"] or "{}")
     source_schema = (raw["source_schema"] or "auto").lower()
     if source_schema not in ("auto", "infer", "table"):
         raise bad_input(f"--source_schema: expected auto, infer or table, got {source_schema!r}")
@@ -644,7 +662,8 @@ def parse_params(argv):
         branch_retention_days=retention, max_publish_retries=retries, cleanup_days=cleanup_days,
         status=status and cleanup_days is None, html=raw["html"],
         suggest_checks=parse_bool("suggest_checks", raw["suggest_checks"]), suggest_format=suggest_format,
-        dry_run=parse_bool("dry_run", raw["dry_run"]), on_glue=glue, glue_args=glue_args, secrets=find_secrets(raw, source_options, argv))
+        dry_run=parse_bool("dry_run", raw["dry_run"]), on_glue=glue, glue_args=glue_args, secrets=find_secrets(raw, source_options, argv),
+        reference_tables=reference_tables)
 
 
 # =================================================================================================
@@ -754,6 +773,10 @@ class Check:
     dqdl: str = None  # the DQDL rule text it was read from, for Glue-shaped results
     op: str = None  # composite: "and" or "or" over its `rules`
     rules: list = None  # composite: its checks, each audited over the whole batch
+    reference: str = None  # a reference dataset as written: an --reference_tables alias or namespace.table
+    aggregates: list = None  # aggregate_match: its two Aggregates, the ratio's numerator first
+    match_columns: list = None  # dataset_match: the batch's columns compared (default: all but the keys)
+    to_match_columns: list = None  # dataset_match: the reference's, paired with match_columns
 
     @property
     def row_level(self):
@@ -909,8 +932,98 @@ def parse_relationship(s):
     c.to_columns = s.names("to_columns", "to_column") if {"to_columns", "to_column"} & spec.keys() \
         else list(c.columns)
     s.need(len(c.to_columns) == len(c.columns), "to_columns must pair with columns one to one")
-    s.need(isinstance(spec["to_table"], str), "to_table must be namespace.table")
-    c.to_table = ".".join(parse_table_name(f"{s.label}: to_table", spec["to_table"]))
+    s.need(isinstance(spec["to_table"], str), "to_table must be namespace.table or an alias")
+    name = reference_name(s, "to_table", spec["to_table"])  # an alias, as Glue's "reference.col"
+    c.to_table, c.reference = (name, None) if "." in name else (None, name)
+
+
+@dataclass
+class Aggregate:
+    """One side of an aggregate_match: sum or avg of a column of the batch, or of a reference
+    (`reference` as written, `table` the namespace.table it resolves to)."""
+    func: str
+    column: str
+    reference: str = None
+    table: str = None
+
+    def __str__(self):
+        return f"{self.func}({self.reference + '.' if self.reference else ''}{self.column})"
+
+
+AGGREGATE = re.compile(r"(?i)(sum|avg)\(\s*(?:([^.()]+(?:\.[^.()]+)?)\.)?([^.()]+?)\s*\)")
+
+
+def reference_name(s, what, name):
+    """An alias (an identifier) or namespace.table, as a rule writes it; resolved later."""
+    if "." in name:
+        return ".".join(parse_table_name(f"{s.label}: {what}", name))
+    return check_identifier(f"{s.label}: {what}", name)
+
+
+def parse_reference(s):
+    """row_count_match, schema_match: the reference and a condition on the share."""
+    s.check.reference = reference_name(s, "reference", s.text("reference", "an alias or namespace.table"))
+    s.bounds(is_number, "a number")
+
+
+def parse_aggregate_match(s):
+    aggregates = s.spec["aggregates"]
+    s.need(isinstance(aggregates, list) and len(aggregates) == 2 and all(isinstance(x, str) for x in aggregates),
+           'aggregates must be two expressions such as ["sum(amount)", "sum(ref.total)"]')
+    s.check.aggregates = [parse_aggregate(s, text) for text in aggregates]
+    s.bounds(is_number, "a number")
+
+
+def parse_aggregate(s, text):
+    m = AGGREGATE.fullmatch(text.strip())
+    s.need(m, f"cannot read aggregate {text!r}: expected sum(column) or avg(column), the column "
+              "qualified by a reference (alias.column, namespace.table.column) if it is not the batch's")
+    reference = reference_name(s, "aggregate reference", m[2].strip()) if m[2] else None
+    return Aggregate(m[1].lower(), m[3].strip(), reference)
+
+
+def parse_dataset_match(s):
+    """The key columns pair the batch's rows with the reference's; the match columns compare them."""
+    c, spec = s.check, s.spec
+    c.reference = reference_name(s, "reference", s.text("reference", "an alias or namespace.table"))
+    c.columns = s.names("columns", "columns")
+    c.to_columns = s.names("to_columns", "to_columns") if "to_columns" in spec else list(c.columns)
+    s.need(len(c.to_columns) == len(c.columns), "to_columns must pair with columns one to one")
+    if "match_columns" in spec:
+        c.match_columns = s.names("match_columns", "match_columns")
+        c.to_match_columns = (s.names("to_match_columns", "to_match_columns") if "to_match_columns" in spec
+                              else list(c.match_columns))
+        s.need(len(c.to_match_columns) == len(c.match_columns), "to_match_columns must pair with match_columns")
+    s.need("to_match_columns" not in spec or "match_columns" in spec, "to_match_columns goes with match_columns")
+    s.bounds(is_number, "a number")
+
+
+def resolve_references(checks, aliases):
+    """Each reference a check names, as namespace.table: an alias from --reference_tables, or the
+    table named. An unknown alias is bad input before anything runs."""
+    for c in leaf_checks(checks):
+        if c.reference:
+            c.to_table = resolve_reference(c, c.reference, aliases)
+        for agg in c.aggregates or ():
+            if agg.reference:
+                agg.table = resolve_reference(c, agg.reference, aliases)
+
+
+def resolve_reference(c, name, aliases):
+    if "." in name:
+        return name
+    if name not in aliases:
+        known = ", ".join(sorted(aliases)) or "none"
+        raise bad_input(f"check {c.name!r}: unknown reference alias {name!r} (--reference_tables "
+                        f"maps {known}); name a table as namespace.table or map the alias")
+    return aliases[name]
+
+
+def tables_read(c):
+    """namespace.table of every other table a check (or a composite's rules) reads."""
+    if c.rules:
+        return [t for r in c.rules for t in tables_read(r)]
+    return [c.to_table] if c.to_table else [a.table for a in c.aggregates or () if a.table]
 
 
 def parse_anomaly(s):
@@ -1112,6 +1225,8 @@ def validate_checks_against(spark, checks, df, t):
                             f"{dtype.simpleString()}")
         if c.check == "relationship":
             validate_relationship(spark, c, label, df, t)
+        elif c.check in MATCH_KINDS:
+            validate_reference(spark, c, label, df, t)
         if c.check == "sql":
             main = spark.table(t.sql) if table_exists(spark, t) else df.limit(0)
             try:
@@ -1124,21 +1239,59 @@ def validate_checks_against(spark, checks, df, t):
 
 def validate_relationship(spark, c, label, df, t):
     """The referenced table must exist in the catalog, with the columns, comparable to the batch's."""
-    ns, name = c.to_table.split(".")
-    ref = TableRef(t.catalog, ns, name)
-    if not table_exists(spark, ref):
-        raise bad_input(f"{label}: to_table {t.catalog}.{c.to_table} does not exist")
-    target = spark.table(ref.sql)
-    have = {x.lower() for x in target.columns}
-    for name in c.to_columns:
-        if name.lower() not in have:
-            raise bad_input(f"{label}: {c.to_table} has no column {name!r}; columns: "
-                            f"{', '.join(target.columns)}")
+    alias = f" ({c.reference!r} in --reference_tables)" if c.reference else ""
+    target = existing_table(spark, t, c.to_table, f"{label}: to_table {t.catalog}.{c.to_table}{alias} does not exist")
+    require_columns(f"{label}: {c.to_table}", target, c.to_columns)
     try:
         missing_references(df, target, c).schema
     except Exception as e:
         raise bad_input(f"{label}: cannot compare {c.columns} with {c.to_table}{c.to_columns}: "
                         f"{first_line(e)}") from None
+
+
+def existing_table(spark, t, table, missing):
+    """main of namespace.table in the target's catalog; bad input (`missing`) if there is none."""
+    ns, name = table.split(".")
+    ref = TableRef(t.catalog, ns, name)
+    if not table_exists(spark, ref):
+        raise bad_input(missing)
+    return spark.table(ref.sql)
+
+
+def require_columns(what, df, names):
+    have = {x.lower() for x in df.columns}
+    for name in names:
+        if name.lower() not in have:
+            raise bad_input(f"{what} has no column {name!r}; columns: {', '.join(df.columns)}")
+
+
+def validate_reference(spark, c, label, df, t):
+    """The reference tables a check names exist, with the columns it compares: numeric ones for
+    an aggregate. A dataset_match without match columns compares all of the batch's but its keys."""
+    from pyspark.sql import types as T
+
+    def reference(written, table):
+        return existing_table(spark, t, table, f"{label}: reference {written!r} ({t.catalog}.{table}) does not exist")
+    for agg in c.aggregates or ():
+        source = reference(agg.reference, agg.table) if agg.table else df
+        require_columns(f"{label}: {agg.table or 'the batch'}", source, [agg.column])
+        dtype = source.select(col(agg.column)).schema[0].dataType
+        if not isinstance(dtype, T.NumericType):
+            raise bad_input(f"{label}: {agg} needs a numeric column; {agg.column!r} is {dtype.simpleString()}")
+    if c.aggregates:
+        return
+    target = reference(c.reference, c.to_table)
+    if c.check != "dataset_match":
+        return
+    if c.match_columns is None:  # fixed now: the batch's columns, not the table's it is staged in
+        keys = {k.lower() for k in c.columns}
+        c.match_columns = c.to_match_columns = [x for x in df.columns if x.lower() not in keys]
+    require_columns(f"{label}: the batch", df, c.match_columns)
+    require_columns(f"{label}: {c.to_table}", target, c.to_columns + c.to_match_columns)
+    try:
+        matching_rows(df, target, c).schema
+    except Exception as e:
+        raise bad_input(f"{label}: cannot compare the batch with {c.to_table}: {first_line(e)}") from None
 
 
 @contextmanager
@@ -2193,6 +2346,46 @@ def _data_freshness(rule):
     return _expr(f"{c} IS NOT NULL AND {sql}")
 
 
+def _strings(rule, usage, low, high=None):
+    """The rule's parameters, `low` to `high` quoted strings."""
+    if not low <= len(rule.params) <= (high or low) or any(p.kind != "string" for p in rule.params):
+        raise _error(rule.tok, f"{rule.tok.text} takes {usage}")
+    return [p.value for p in rule.params]
+
+
+def _reference_rule(check):
+    """RowCountMatch, SchemaMatch: a condition on the batch's share of a reference."""
+    def rule_to_check(rule):
+        reference, = _strings(rule, '"reference" (an alias or namespace.table)', 1)
+        return {"check": check, "reference": reference, **_bounds(rule)}
+    return rule_to_check
+
+
+def _aggregate_match(rule):
+    return {"check": "aggregate_match", "aggregates": _strings(rule, 'two aggregates, e.g. "sum(amount)" '
+                                                                    '"sum(reference.total)"', 2),
+            **_bounds(rule)}
+
+
+def _mappings(tok):
+    """Column mappings "a->ref_a,b": (batch columns, reference columns)."""
+    pairs = [part.split("->") for part in tok.value.split(",")]
+    if not all(len(p) <= 2 and all(x.strip() for x in p) for p in pairs):
+        raise _error(tok, f'cannot read column mappings {tok.text}; expected "a", "a->b" or "a->b,c"')
+    return [p[0].strip() for p in pairs], [p[-1].strip() for p in pairs]
+
+
+def _dataset_match(rule):
+    # Glue's share of the batch's rows equal to the reference row of their key; see README.
+    _strings(rule, '"reference" "keys" and optionally "match columns", e.g. "ref" "id->ref_id" "a,b->c"', 2, 3)
+    columns, to_columns = _mappings(rule.params[1])
+    check = {"check": "dataset_match", "reference": rule.params[0].value, "columns": columns,
+             "to_columns": to_columns}
+    if len(rule.params) == 3:
+        check["match_columns"], check["to_match_columns"] = _mappings(rule.params[2])
+    return {**check, **_bounds(rule)}
+
+
 _HANDLERS = {
     "IsComplete": _is_complete, "Completeness": _completeness, "IsUnique": _is_unique,
     "Uniqueness": _uniqueness, "IsPrimaryKey": _is_primary_key, "ColumnExists": _column_exists,
@@ -2204,7 +2397,9 @@ _HANDLERS = {
     "UniqueValueRatio": _stat_rule("unique_value_ratio"), "ColumnCount": _stat_rule("column_count", 0),
     "ColumnCorrelation": _stat_rule("correlation", 2),
     "ColumnNamesMatchPattern": _column_names_match_pattern,
-    "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness}
+    "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness,
+    "RowCountMatch": _reference_rule("row_count_match"), "SchemaMatch": _reference_rule("schema_match"),
+    "AggregateMatch": _aggregate_match, "DatasetMatch": _dataset_match}
 # From awslabs/dqdl rules-config.json: which rule types accept a where clause / a threshold.
 _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Uniqueness", "IsUnique",
              "Mean", "Sum", "StandardDeviation", "DistinctValuesCount", "ColumnLength",
@@ -3719,12 +3914,27 @@ DISTINCT_RSD = 0.01  # --suggest_checks' profile: HyperLogLog++ relative standar
 
 def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
+    if c.check in MATCH_KINDS:
+        return match_metric_key(c)
     stat = f"quantile({c.q})" if c.stat == "quantile" else c.stat
     if c.check in ("row_count", "sql"):
         stat = "row_count" if c.check == "row_count" else f"sql:{hashlib.sha1(c.query.encode()).hexdigest()[:12]}"
     key = (stat if c.check in ("row_count", "sql") or c.stat in ("row_count", "column_count") else
            f"{stat}:{','.join(x.lower() for x in c.columns or [c.column])}")
     return f"{key} where {c.where}" if c.where else key
+
+
+MATCH_KINDS = ("row_count_match", "schema_match", "aggregate_match", "dataset_match")
+
+
+def match_metric_key(c):
+    """A comparison with reference tables, keyed by the tables (not their aliases) and columns:
+    aggregate_match:sum(amount)/sum(ns.t.total), dataset_match:ns.t:id=ref_id:a=b."""
+    if c.check == "aggregate_match":
+        return "aggregate_match:" + "/".join(str(replace(agg, reference=agg.table)).lower() for agg in c.aggregates)
+    pairs = [zip(c.columns, c.to_columns), zip(c.match_columns or ["*"], c.to_match_columns or ["*"])] \
+        if c.check == "dataset_match" else []
+    return ":".join([c.check, c.to_table] + [",".join(f"{x}={y}".lower() for x, y in p) for p in pairs])
 
 
 def measure(a, c):
@@ -3855,14 +4065,80 @@ def missing_references(df, target, c):
 
 def audit_relationship(a, c):
     """Every non-NULL key of the batch must exist on the referenced table's main."""
-    ns, name = c.to_table.split(".")
-    missing = missing_references(rows_in_scope(a.staged_df, c),
-                                 a.spark.table(TableRef(a.t.catalog, ns, name).sql), c)
+    missing = missing_references(rows_in_scope(a.staged_df, c), a.reference(c.to_table), c)
     failing = missing.count()
     result = check_result(c, failing, a.in_rows(c))
     if failing:
         result["sample"] = sample_rows(missing)
     return result
+
+
+def judged(a, c, value, missing):
+    """A ratio or share under the check's condition, recorded as its metric; `missing` says why
+    there is no value."""
+    detail = missing if value is None else outside_bounds(c, value)
+    return measured_as(c, check_result(c, None, a.total, observed=value, detail=detail))
+
+
+def audit_row_count_match(a, c):
+    """The batch's rows over the reference's."""
+    reference = a.reference(c.to_table).count()
+    return judged(a, c, a.total / reference if reference else None, f"{c.to_table} has no rows")
+
+
+def column_types(df):
+    return {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def audit_schema_match(a, c):
+    """The share of the columns of either side that the other has with the same name and type
+    (Glue's: identical names and types, in any order). 1.0: the same schema."""
+    ours, theirs = column_types(a.staged_df), column_types(a.reference(c.to_table))
+    names = ours.keys() | theirs.keys()
+    return judged(a, c, sum(ours.get(n) == theirs.get(n) for n in names) / len(names), None)
+
+
+def aggregate_of(agg):
+    from pyspark.sql import functions as F
+    return {"sum": F.sum, "avg": F.avg}[agg.func](col(agg.column))
+
+
+def aggregate_metric(agg):
+    return metric_name("agg", agg.func, agg.column)
+
+
+def batch_aggregates(c):
+    """aggregate_match: its aggregates of the batch, in the shared pass."""
+    return {aggregate_metric(agg): aggregate_of(agg) for agg in c.aggregates if not agg.table}
+
+
+def audit_aggregate_match(a, c):
+    """The first aggregate over the second: the batch's from the shared pass, a reference's from
+    its main."""
+    values = [a.reference(agg.table).agg(aggregate_of(agg)).first()[0] if agg.table
+              else a.row[aggregate_metric(agg)] for agg in c.aggregates]
+    missing = next((f"{agg} has no values" for agg, v in zip(c.aggregates, values) if v is None), None)
+    if missing is None and values[1] == 0:
+        missing = f"{c.aggregates[1]} is 0"
+    return judged(a, c, None if missing else float(values[0]) / float(values[1]), missing)
+
+
+def matching_rows(df, reference, c):
+    """dataset_match: the rows of df with a reference row of the same key (a NULL key matches
+    nothing) whose match columns are equal, NULL equal to NULL."""
+    from pyspark.sql import functions as F
+    pairs = list(zip(c.columns, c.to_columns)) + list(zip(c.match_columns, c.to_match_columns))
+    theirs = reference.select(*[col(r).alias(f"_wap_ref{i}") for i, (_, r) in enumerate(pairs)])
+    keys = len(c.columns)
+    same = [col(ours) == F.col(f"_wap_ref{i}") if i < keys else col(ours).eqNullSafe(F.col(f"_wap_ref{i}"))
+            for i, (ours, _) in enumerate(pairs)]
+    return df.join(theirs, functools.reduce(lambda x, y: x & y, same), "left_semi")
+
+
+def audit_dataset_match(a, c):
+    """The share of the batch's rows that match a reference row."""
+    matched = matching_rows(a.staged_df, a.reference(c.to_table), c).count()
+    return judged(a, c, matched / a.total if a.total else None, "the batch has no rows")
 
 
 def audit_sql(a, c):
@@ -4125,6 +4401,11 @@ class Audit:
     def in_rows(self, c):
         """The rows a check applies to."""
         return (self.row.get(scope_metric(c)) or 0) if c.where else self.total
+
+    def reference(self, table):
+        """main of another table of the catalog (namespace.table)."""
+        ns, name = table.split(".")
+        return self.spark.table(TableRef(self.t.catalog, ns, name).sql)
 
     def grouped(self, c):
         key = (tuple(x.lower() for x in c.columns or [c.column]), c.where)
@@ -4473,6 +4754,7 @@ def row_kind(params, parse, test):
 
 BOUNDS = {"min", "max", "min_exclusive", "max_exclusive"}
 KEYS = (set(), {"columns", "column"})
+MEASURE = BOUNDS | {"condition"}  # a measured value under min/max or a condition
 KINDS = {
     "not_null": row_kind(({"column"}, set()), parse_column_only, lambda F, c: col(c.column).isNull()),
     "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between, lambda F, c: outside_range(c)),
@@ -4499,6 +4781,15 @@ KINDS = {
                 where=False),
     "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations"}), parse_anomaly, audit_anomaly,
                     statistic, reads="the run ledger"),
+    "row_count_match": Kind(({"reference"}, MEASURE), parse_reference, audit_row_count_match,
+                            decided_by="scan", reads="another table", where=False),
+    "schema_match": Kind(({"reference"}, MEASURE), parse_reference, audit_schema_match,
+                         decided_by="metadata", reads="another table", where=False),
+    "aggregate_match": Kind(({"aggregates"}, MEASURE), parse_aggregate_match, audit_aggregate_match,
+                            batch_aggregates, reads="another table", where=False),
+    "dataset_match": Kind(({"reference", "columns"}, MEASURE | {"to_columns", "match_columns", "to_match_columns"}),
+                          parse_dataset_match, audit_dataset_match, decided_by="scan", reads="another table",
+                          where=False),
     # audited through its rules (leaf_checks); it reads what they read
     "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
 }
@@ -5994,6 +6285,7 @@ def run_job(argv, scrubber):
                 cleanup_branches(spark, p)
             return EXIT_OK, None
         checks = parse_checks(p.checks)
+        resolve_references(checks, p.reference_tables)
         check_glue_references(p, p.checks, checks)
         if p.dry_run:
             spark, glue_job = create_session(p)

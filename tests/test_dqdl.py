@@ -329,12 +329,9 @@ def test_sql_injection_in_names_and_values_stays_quoted():
 # ----- errors ---------------------------------------------------------------------------------
 
 def test_unsupported_rule_type():
-    message = error('Rules = [\n  IsComplete "a",\n    SchemaMatch "x" = 1.0\n]')
-    assert message.startswith("DQDL line 3, column 5: rule type 'SchemaMatch' is not supported; "
-                              "supported: ColumnCorrelation, ColumnCount")
-    assert "ColumnCorrelation" in error('Rules = [ AggregateMatch "sum(a)" "sum(b)" > 0.5 ]')
-    assert "line 1, column 11: rule type 'DatasetMatch'" in error(
-        'Rules = [ DatasetMatch "reference" "ID1,ID2" = 0.99 ]')
+    message = error('Rules = [\n  IsComplete "a",\n    DetectAnomalies "RowCount"\n]')
+    assert message.startswith("DQDL line 3, column 5: rule type 'DetectAnomalies' is not supported; "
+                              "supported: AggregateMatch, ColumnCorrelation, ColumnCount")
     assert "'DetectAnomalies' is not supported" in error('Rules = [ DetectAnomalies "RowCount" ]')
 
 
@@ -497,8 +494,8 @@ def test_dqdl_threshold_tolerates_a_share_of_rows(wap):
 
 
 def test_unsupported_rule_exits_2_naming_it_and_its_position(wap):
-    code, report = wap.run(ROWS, checks='Rules = [\n  IsComplete "id",\n  SchemaMatch "x" = 1.0\n]')
-    assert code == 2 and "line 3, column 3" in report.error and "'SchemaMatch'" in report.error
+    code, report = wap.run(ROWS, checks='Rules = [\n  IsComplete "id",\n  DetectAnomalies "RowCount"\n]')
+    assert code == 2 and "line 3, column 3" in report.error and "'DetectAnomalies'" in report.error
     assert not wap.exists()
 
 
