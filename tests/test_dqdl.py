@@ -335,7 +335,6 @@ def test_unsupported_rule_type():
     assert "ColumnCorrelation" in error('Rules = [ AggregateMatch "sum(a)" "sum(b)" > 0.5 ]')
     assert "line 1, column 11: rule type 'DatasetMatch'" in error(
         'Rules = [ DatasetMatch "reference" "ID1,ID2" = 0.99 ]')
-    assert "'DetectAnomalies' is not supported" in error('Rules = [ DetectAnomalies "RowCount" ]')
 
 
 def test_missing_bracket():
@@ -394,9 +393,11 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
     ('Rules = [ ColumnValues "x" = "a" + 1 ]',
      "DQDL line 1, column 34: arithmetic is on numbers only"),
     ('Metadata = {} Rules = [ RowCount > 0 ]',
+     "DQDL line 1, column 13: expected a quoted key in Metadata, found '}'"),
+    ('IsComplete "a"',
      "DQDL line 1, column 1: a ruleset starts"),
-    ('Rules = [ RowCount > 0 ] Analyzers = [ ]',
-     "DQDL line 1, column 26: unexpected 'Analyzers' after the closing ']'"),
+    ('Rules = [ RowCount > 0 ] Analyzers = [ ] Rules = [ RowCount > 1 ]',
+     "DQDL line 1, column 42: unexpected 'Rules' after the closing ']'"),
     ('Rules = [ RowCount > 0 ] ~',
      "DQDL line 1, column 26: unexpected character '~'"),
     ('Rules = [ RowCount > ' + "9" * 400 + '.5 ]',
