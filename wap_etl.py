@@ -66,8 +66,8 @@ import statistics
 import sys
 import time
 import uuid
-from collections import namedtuple
-from contextlib import contextmanager
+from collections import Counter, namedtuple
+from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -434,8 +434,9 @@ def read_text(location):
         return f.read()
 
 
-# a Glue Data Quality ruleset: its Rules section, after comments, variables or DefaultLabels
-DQDL_RULES = re.compile(r"(?:^|\s)Rules\s*=\s*\[")
+# a Glue Data Quality ruleset: its Rules (or Analyzers) section, after comments, sections,
+# variables or DefaultLabels
+DQDL_RULES = re.compile(r"(?:^|\s)(?:Rules|Analyzers)\s*=\s*\[")
 
 
 def load_checks_param(value):
@@ -675,7 +676,10 @@ def parse_params(argv):
 # and whether they decide per row (those are evaluated together in one aggregation and can `drop`).
 COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fraction", "where",
                  "threshold", "labels", "dqdl"}
-ACTIONS = ("fail", "warn", "drop")
+# "record" measures a metric for the ledger (its history) with no verdict: it never fails or warns.
+RECORD = "record"
+ACTIONS = ("fail", "warn", "drop", RECORD)
+RECORDING_KINDS = ("stat", "row_count", "sql", "profile")
 # Statistics of one column, computed in the same pass as the row checks (distinct_count and
 # unique_fraction group the column in a job of their own). Approximate ones say so in the report.
 STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "distinct_count",
@@ -720,6 +724,14 @@ class Condition:
                 f"{self.op} [{', '.join(v)}]" if self.op.endswith("in") else f"{self.op} {v[0]}")
 
 
+def wrong_arity(value):
+    """Why a condition's op has too many or too few values (between: two, in: any, else one)."""
+    arity = 2 if "between" in value["op"] else None if value["op"].endswith("in") else 1
+    if arity and len(value["values"]) != arity:
+        return f"{value['op']} takes {arity} value{'s' if arity > 1 else ''}"
+    return None
+
+
 def parse_condition(value, what):
     """A condition from its JSON form {"op": "!=", "values": [100]}, or a message saying why not."""
     if not (isinstance(value, dict) and set(value) == {"op", "values"} and value["op"] in COMPARATORS
@@ -727,9 +739,8 @@ def parse_condition(value, what):
             and all(is_literal_number(v) or isinstance(v, str) for v in value["values"])):
         return None, (f"{what} must be {{\"op\": one of {', '.join(COMPARATORS)}, "
                       "\"values\": [numbers or dynamic values such as \"avg(last(10)) * 0.8\"]}")
-    arity = 2 if "between" in value["op"] else None if value["op"].endswith("in") else 1
-    if arity and len(value["values"]) != arity:
-        return None, f"{what} {value['op']} takes {arity} value{'s' if arity > 1 else ''}"
+    if wrong_arity(value):
+        return None, f"{what} {wrong_arity(value)}"
     values = [parse_dynamic(v) if isinstance(v, str) else v for v in value["values"]]
     values = [v[1] if isinstance(v, tuple) and v[0] == "num" else v for v in values]
     return Condition(value["op"], values), None
@@ -777,6 +788,9 @@ class Check:
     aggregates: list = None  # aggregate_match: its two Aggregates, the ratio's numerator first
     match_columns: list = None  # dataset_match: the batch's columns compared (default: all but the keys)
     to_match_columns: list = None  # dataset_match: the reference's, paired with match_columns
+    path: str = None  # file rules: the files at or under this location (else the batch's own)
+    compare_path: str = None  # file_match: the files whose contents must match these
+    algorithm: str = None  # file_match: the checksums' hash algorithm
 
     @property
     def row_level(self):
@@ -837,8 +851,11 @@ class Spec:
         return cols
 
     def bounds(self, kinds_ok, what):
-        """min/max (exclusive where asked), or a condition."""
+        """min/max (exclusive where asked), or a condition; none for a metric only recorded."""
         spec, c = self.spec, self.check
+        if c.action == RECORD:
+            self.need(not (BOUNDS | {"condition"}) & spec.keys(), "a recorded metric takes no condition, min or max")
+            return
         if "condition" in spec:
             self.need(not {"min", "max", "min_exclusive", "max_exclusive"} & spec.keys(),
                       "give a condition or min/max, not both")
@@ -1030,9 +1047,13 @@ def parse_anomaly(s):
     c = s.check
     c.metric = s.spec["metric"]
     stat, _, column = str(c.metric).partition(":")
-    s.need(isinstance(c.metric, str) and (c.metric == "row_count" or stat in STATS and column),
-           f"metric must be row_count or <stat>:<column> with a stat of {', '.join(STATS)}")
-    c.stat, c.column = (stat, column) if column else ("row_count", None)
+    s.need(isinstance(c.metric, str) and (c.metric in ("row_count", "column_count") or stat in STATS and column),
+           f"metric must be row_count, column_count or <stat>:<column> with a stat of {', '.join(STATS)}")
+    c.stat, c.column = (stat, column) if column else (c.metric, None)
+    if STAT_COLUMNS.get(c.stat) == 2:  # correlation:a,b
+        c.columns = column.split(",")
+        s.need(len(c.columns) == 2 and all(c.columns), f"metric {c.stat} names two columns: {c.stat}:a,b")
+        c.column = c.columns[0]
     s.need(c.stat != "quantile", "metric: use median (quantile needs q)")
     c.lookback = s.lookback(10)
     c.min_history = s.spec.get("min_history", 3)
@@ -1075,6 +1096,107 @@ def parse_stat(s):
         c.q = spec["q"]
 
 
+def parse_profile(s):
+    """profile: the column's statistics, recorded only (DQDL's AllStatistics)."""
+    s.need(s.check.action == RECORD, "a profile is recorded only: action record")
+
+
+# ----- file rules: the batch's source files, or those at a location ---------------------------------
+
+# The rules judged file by file: a threshold is on the share of files that pass.
+PER_FILE_KINDS = ("file_freshness", "file_size")
+HASH_ALGORITHMS = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256"}
+SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
+TIME_UNITS = {"minutes": 60, "hours": 3600, "days": 86400}
+# now(), now() - 24 hours, 2024-01-31, 2024-01-31 10:00[:00], 21:45, 9:30 PM (UTC)
+_NOW = re.compile(r"now\(\)(?:\s*([+-])\s*(\d+)\s*(minutes|hours|days))?")
+_TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?:\s*([AaPp][Mm]))?")
+
+
+def location(path):
+    """A location as the batch's files are spelled (normalize_path); a local one made absolute."""
+    if "://" not in path and not path.startswith("file:"):
+        path = "file://" + os.path.abspath(path) + ("/" if path.endswith("/") else "")
+    return normalize_path(path)
+
+
+def parse_file_path(s):
+    """path (optional): a file or folder, local or s3://."""
+    if "path" in s.spec:
+        s.check.path = location(s.text("path", "a file or folder path"))
+
+
+def file_time(text, now):
+    """Epoch seconds of a time value (UTC), or None if it is not one."""
+    text = text.strip()
+    m = _NOW.fullmatch(text)
+    if m:
+        offset = int(m[2]) * TIME_UNITS[m[3]] if m[1] else 0
+        return now - offset if m[1] == "-" else now + offset
+    m = _TIME_OF_DAY.fullmatch(text)
+    if m:
+        hour, minute = int(m[1]), int(m[2])
+        if m[3]:
+            if not 1 <= hour <= 12:
+                return None
+            hour = hour % 12 + (12 if m[3].lower() == "pm" else 0)
+        if hour > 23 or minute > 59:
+            return None
+        midnight = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        return midnight.timestamp() + hour * 3600 + minute * 60
+    if not _DATETIME.fullmatch(text):
+        return None
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def parse_file_freshness(s):
+    """condition: {"op", "values": [times]}: each file's modification time against them."""
+    parse_file_path(s)
+    value = s.spec["condition"]
+    s.need(isinstance(value, dict) and set(value) == {"op", "values"} and value["op"] in COMPARATORS
+           and isinstance(value["values"], list) and value["values"]
+           and all(isinstance(v, str) and file_time(v, 0) is not None for v in value["values"]),
+           "condition must be {\"op\": one of " + ", ".join(COMPARATORS) + ", \"values\": [times: "
+           "\"now()\", \"now() - 24 hours\", \"2024-01-31\", \"2024-01-31 10:00\", \"21:45\", \"9:30 PM\"]}")
+    s.need(not wrong_arity(value), f"condition {wrong_arity(value)}")
+    s.check.condition = Condition(value["op"], list(value["values"]))
+
+
+def parse_file_size(s):
+    """min/max or a condition in bytes, on each file's size."""
+    parse_file_path(s)
+    s.bounds(is_count, "a whole number of bytes >= 0")
+
+
+def parse_file_uniqueness(s):
+    """The share of files whose content no other file has: min/max or a condition (default: all)."""
+    parse_file_path(s)
+    if not (BOUNDS | {"condition"}) & s.spec.keys():
+        s.check.min = 1
+        return
+    s.bounds(is_number, "a number")
+
+
+def parse_file_match(s):
+    """checksums (with algorithm, SHA-256 by default), or compare_path: files of the same contents."""
+    c = s.check
+    parse_file_path(s)
+    s.need(("checksums" in s.spec) != ("compare_path" in s.spec), "give checksums or compare_path")
+    if "compare_path" in s.spec:
+        s.need("algorithm" not in s.spec, "algorithm goes with checksums")
+        c.compare_path = location(s.text("compare_path", "a file or folder path"))
+        return
+    sums = s.spec["checksums"]
+    s.need(isinstance(sums, list) and sums and all(isinstance(x, str) and re.fullmatch(r"[0-9A-Fa-f]+", x)
+                                                   for x in sums), "checksums must be a list of hex digests")
+    c.values = [x.lower() for x in sums]
+    c.algorithm = s.spec.get("algorithm", "SHA-256")
+    s.need(c.algorithm in HASH_ALGORITHMS, f"algorithm must be one of {', '.join(HASH_ALGORITHMS)}")
+
+
 def parse_check(spec, index):
     """Turn one JSON object into a Check, or say precisely what is wrong with it: the parameters
     every check takes here, its kind's own in its parser."""
@@ -1094,6 +1216,8 @@ def parse_check(spec, index):
     need(action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     need(action != "drop" or kind in ROW_CHECKS,
          f"action drop needs a row-level check ({', '.join(ROW_CHECKS)}), not {kind}")
+    need(action != RECORD or kind in RECORDING_KINDS,
+         f"action record needs a metric ({', '.join(RECORDING_KINDS)}), not {kind}")
     c = s.check = Check(name="", check=kind, action=action)
     if "where" in spec:
         need(KINDS[kind].where, f"where does not apply to {kind}")
@@ -1107,7 +1231,8 @@ def parse_check(spec, index):
         c.allow_null = spec["allow_null"]
     KINDS[kind].parse(s)
     if "threshold" in spec:
-        need(kind in ROW_CHECKS, f"threshold applies to row checks ({', '.join(ROW_CHECKS)})")
+        need(kind in ROW_CHECKS + PER_FILE_KINDS,
+             f"threshold applies to row checks ({', '.join(ROW_CHECKS)}) and to {', '.join(PER_FILE_KINDS)}")
         c.threshold, message = parse_condition(spec["threshold"], "threshold")
         need(c.threshold is not None, message)
         need(not c.threshold.dynamic, "a threshold takes numbers")
@@ -1180,7 +1305,7 @@ def validate_checks_against(spark, checks, df, t):
     fail now, before anything is written."""
     from pyspark.sql import types as T
     lower = {c.lower(): c for c in df.columns}
-
+    checks[:] = expand_profiles(checks, df)
     for c in leaf_checks(checks):
         label = f"check {c.name!r}"
         named = [] if c.check == "column_exists" else ([c.column] if c.column else []) + (c.columns or [])
@@ -1235,6 +1360,28 @@ def validate_checks_against(spark, checks, df, t):
                 table = main
             with sql_views(spark, df, table, main) as views:
                 sql_query(spark, c, label, views)
+
+
+# A profile (DQDL's AllStatistics): the metrics Glue documents for it, by the column's type.
+PROFILE_STATS = ("null_fraction", "unique_fraction")
+PROFILE_TYPED_STATS = (("NumericType", ("min", "max")), ("StringType", ("min_length", "max_length")))
+
+
+def expand_profiles(checks, df):
+    """Each profile as the recorded checks it stands for: the row count and its column's
+    statistics, which depend on the column's type (known only now, from the batch's schema)."""
+    from pyspark.sql import types as T
+    out = []
+    for c in checks:
+        if c.check != "profile":
+            out.append(c)
+            continue
+        dtype = next((f.dataType for f in df.schema.fields if f.name.lower() == c.column.lower()), None)
+        typed = [stats for kind, stats in PROFILE_TYPED_STATS if isinstance(dtype, getattr(T, kind))]
+        out.append(replace(c, check="row_count", column=None, name=f"{c.name}: row_count"))
+        out += [replace(c, check="stat", stat=stat, name=f"{c.name}: {stat}")
+                for stat in PROFILE_STATS + (typed[0] if typed else ())]
+    return out
 
 
 def validate_relationship(spark, c, label, df, t):
@@ -1508,8 +1655,8 @@ def first_line(error):
 
 _Token = namedtuple("Token", "kind text value start end line col")
 _Cond = namedtuple("Cond", "op args tok")     # op: "=", "!=", ">", ..., "between", "not in", ...
-_Val = namedtuple("Val", "kind value tok")    # kind: num str null empty blank now dur
-_Rule = namedtuple("Rule", "tok params cond where threshold")
+_Val = namedtuple("Val", "kind value tok")    # kind: num str null empty blank now dur size
+_Rule = namedtuple("Rule", "tok params cond where threshold tags", defaults=({},))
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+) | (?P<comment>\#[^\n]*)
@@ -1598,27 +1745,26 @@ class _Parser:
         return tok
 
     def ruleset(self):
+        """The grammar's document: Metadata? DataSources? variables DefaultLabels? then Rules,
+        Analyzers or both."""
+        for section in _SECTIONS[:2]:
+            if self.peek().text == section:
+                self.section(section)
         while (self.peek().kind == "word" and self.peek().text not in ("Rules", "DefaultLabels")
                and self.peek().text not in _SECTIONS and self.at("=", ahead=1)):
             self.variable()
         if self.peek().text == "DefaultLabels":
             self.take()
             self.default_labels = self.labels()
-        first = self.take()
-        if first.text != "Rules":
-            raise _error(first, "a ruleset starts with variables, DefaultLabels or 'Rules = [', "
-                                f"found {_describe(first)}")
-        self.expect("=")
-        self.expect("[")
-        if self.at("]"):
-            raise _error(self.peek(), "a ruleset needs at least one rule")
-        checks = [self.top_rule()]
-        while self.at(","):
-            self.take()
-            checks.append(self.top_rule())
-        tok = self.take()
-        if tok.text != "]":
-            raise _error(tok, f"expected ',' or ']' but found {_describe(tok)}")
+        first = self.peek()
+        if first.text not in ("Rules", "Analyzers"):
+            raise _error(first, "a ruleset starts with Metadata, DataSources, variables, DefaultLabels, "
+                                f"'Rules = [' or 'Analyzers = [', found {_describe(first)}")
+        checks = self.rules() if first.text == "Rules" else []
+        if self.peek().text == "Analyzers":
+            checks += self.analyzers()
+            if not checks:
+                raise _error(self.tokens[self.i - 1], "a ruleset needs at least one rule or analyzer")
         if self.peek().kind != "end":
             raise _error(self.peek(), f"unexpected {_describe(self.peek())} after the closing ']'")
         seen = {}
@@ -1627,6 +1773,88 @@ class _Parser:
             if seen[check["name"]] > 1:
                 check["name"] += f" ({seen[check['name']]})"
         return checks
+
+    def rules(self):
+        """Rules = [ rule, ... ]"""
+        return self.bracketed("Rules", self.top_rule)
+
+    def analyzers(self):
+        """Analyzers = [ analyzer, ... ]: metrics recorded in the ledger, never a verdict."""
+        return [check for group in self.bracketed("Analyzers", self.analyzer, empty_ok=True) for check in group]
+
+    def bracketed(self, name, item, empty_ok=False):
+        """name = [ item, ... ]; Rules = [ ] is refused (a ruleset that checks nothing)."""
+        self.expect(name)
+        self.expect("=")
+        self.expect("[")
+        if self.at("]"):
+            if not empty_ok:
+                raise _error(self.peek(), "a ruleset needs at least one rule")
+            self.take()
+            return []
+        items = [item()]
+        while self.at(","):
+            self.take()
+            items.append(item())
+        tok = self.take()
+        if tok.text != "]":
+            raise _error(tok, f"expected ',' or ']' but found {_describe(tok)}")
+        return items
+
+    def analyzer(self):
+        """One analyzer (a rule type and its parameters, no condition): its recorded checks."""
+        start, tok = self.i, self.take()
+        if tok.kind != "word" or tok.text not in _ANALYZERS:
+            raise _error(tok, f"{_describe(tok)} is not supported as an analyzer; "
+                              f"supported: {', '.join(sorted(_ANALYZERS))}")
+        params = []
+        while _is_param(self.peek()) or self.at("of", "and") and _is_param(self.peek(1)):
+            if self.at("of", "and"):
+                self.take()
+            params.append(self.take())
+        name = self.text(start)
+        return [{"name": name + (f" ({spec.pop('part')})" if "part" in spec else ""), **spec, "action": RECORD}
+                for spec in _ANALYZERS[tok.text](_Rule(tok, params, None, None, None))]
+
+    def section(self, name):
+        """Metadata = { "Version": "1.0" } or DataSources = { "Primary": "...", ... }: a
+        dictionary of strings and string lists, as the grammar has it. The batch is always the
+        primary source, so DataSources changes nothing; only Metadata's Version 1.0 is known."""
+        self.expect(name)
+        self.expect("=")
+        self.expect("{")
+        pairs = {}
+        while True:
+            key = self.take()
+            if key.kind != "string":
+                raise _error(key, f"expected a quoted key in {name}, found {_describe(key)}")
+            if key.value not in _SECTION_KEYS[name]:
+                raise _error(key, f"{name} key {key.text} is not supported; supported: "
+                                  f"{', '.join(_SECTION_KEYS[name])}")
+            self.expect(":")
+            pairs[key.value] = self.section_value(key.value == "AdditionalDataSources")
+            if not self.at(","):
+                break
+            self.take()
+        self.expect("}")
+        if name == "Metadata" and pairs.get("Version", "1.0") != "1.0":
+            raise _error(key, f"Metadata Version {pairs['Version']!r} is not supported; use \"1.0\"")
+        return pairs
+
+    def section_value(self, is_list):
+        """A quoted string, or [ "a", "b" ] where the key takes a list."""
+        tok = self.take()
+        if is_list and tok.text == "[":
+            values = [self.section_value(False)]
+            while self.at(","):
+                self.take()
+                values.append(self.section_value(False))
+            self.expect("]")
+            return values
+        if tok.kind != "string" or is_list:
+            raise _error(tok, f"expected {'[ quoted strings ]' if is_list else 'a quoted string'}, "
+                              f"found {_describe(tok)}")
+        return tok.value
 
     def variable(self):
         """name = "value" | [ "a", "b", NULL, EMPTY, WHITESPACES_ONLY ]"""
@@ -1744,10 +1972,17 @@ class _Parser:
         cond = self.condition() if self.at("=", "!=", "!", ">", ">=", "<", "<=", "between",
                                            "not", "in", "matches") else None
         where = threshold = labels = None
+        tags = {}
         while self.at("where", "with", "labels"):   # the grammar's order: where, labels, with
             word = self.take()
             if word.text.lower() == "labels" and labels is None:
                 labels = self.labels()
+                continue
+            if word.text.lower() == "with" and self.peek().text in _TAGS.get(tok.text, ()):
+                if self.peek().text in tags:
+                    raise _error(self.peek(), f"'with {self.peek().text}' given twice")
+                tag = self.take()
+                tags[tag.text] = self.condition()
                 continue
             allowed = _WHERE_OK if word.text.lower() == "where" else _THRESHOLD_OK
             if tok.text not in allowed:
@@ -1761,7 +1996,7 @@ class _Parser:
                 threshold = self.condition()
             else:
                 raise _error(word, f"'{word.text}' given twice")
-        rule = _Rule(tok, params, cond, where, threshold)
+        rule = _Rule(tok, params, cond, where, threshold, tags)
         check = _HANDLERS[tok.text](rule)
         if where is not None:
             check["where"] = where.value
@@ -1815,6 +2050,11 @@ class _Parser:
     def operand(self):
         tok = self.peek()
         duration = tok.kind == "number" and self.peek(1).kind == "word" and self.peek(1).text in _UNITS
+        if tok.kind == "number" and self.peek(1).kind == "word" and self.peek(1).text in SIZE_UNITS:
+            self.take()
+            if not isinstance(tok.value, int):
+                raise _error(tok, f"a size needs a whole number, got {tok.text}")
+            return _Val("size", tok.value * SIZE_UNITS[self.take().text], tok)
         if (tok.kind == "number" and not duration) or (tok.text == "-" and self.peek(1).kind == "number") \
                 or (tok.kind == "word" and self.at("(", ahead=1) and tok.text != "now") \
                 or (tok.text == "(" and not self.at("now", ahead=1)):
@@ -2386,6 +2626,98 @@ def _dataset_match(rule):
     return {**check, **_bounds(rule)}
 
 
+def _file_paths(rule, most=1):
+    """A file rule's DataPath parameters (quoted); none: the batch's own source files."""
+    if len(rule.params) > most or any(p.kind != "string" for p in rule.params):
+        raise _error(rule.tok, f"{rule.tok.text} takes {'one or two quoted paths' if most > 1 else 'one quoted path'} "
+                               "or none (the batch's source files)")
+    return [p.value for p in rule.params]
+
+
+def _path(paths):
+    return {"path": paths[0]} if paths else {}
+
+
+def _now_text(sql):
+    """now() as a time value's text, from the SQL the operand parser made of it."""
+    m = re.fullmatch(r"\(?current_timestamp\(\)(?: ([+-]) INTERVAL (\d+) (\w+)\))?", sql)
+    return "now()" + (f" {m[1]} {m[2]} {m[3].lower()}" if m[1] else "")
+
+
+def _file_freshness(rule):
+    # Each file's last modification time against the times; a threshold is on the share of files.
+    cond = _condition(rule)
+    values = []
+    for a in cond.args:
+        text = _now_text(a.value) if a.kind == "now" else a.value if a.kind == "str" else None
+        if text is None or file_time(text, 0) is None:
+            raise _error(a.tok, 'compare with now(), (now() - 24 hours), a date "YYYY-MM-DD" or a time "21:45"')
+        values.append(text)
+    return {"check": "file_freshness", **_path(_file_paths(rule)), "condition": {"op": cond.op, "values": values}}
+
+
+def _file_size(rule):
+    # Each file's size in bytes (1 KB = 1024 B); a threshold is on the share of files.
+    cond = _condition(rule, _RANGE_OPS + _CONDITION_OPS)
+    for a in cond.args:
+        if a.kind != "size":
+            raise _error(a.tok, "expected a size such as 10 MB (units: B, KB, MB, GB, TB)")
+    values = [a.value for a in cond.args]
+    bounds = {"condition": {"op": cond.op, "values": values}} if cond.op in _CONDITION_OPS else _range(cond.op, values)
+    return {"check": "file_size", **_path(_file_paths(rule)), **bounds}
+
+
+def _file_uniqueness(rule):
+    # The share of files whose content no other file of the set has.
+    if rule.cond is not None and any(a.kind == "dyn" for a in rule.cond.args):
+        raise _error(rule.cond.tok, "dynamic values on FileUniqueness are not supported")
+    return {"check": "file_uniqueness", **_path(_file_paths(rule)), **_bounds(rule)}
+
+
+def _file_match(rule):
+    # Two paths: the same contents on both sides. One or none: every file's checksum in the list.
+    paths = _file_paths(rule, most=2)
+    algorithm = rule.tags.get("hashAlgorithm")
+    if len(paths) == 2:
+        _no_condition(rule)
+        if algorithm:
+            raise _error(algorithm.tok, "hashAlgorithm goes with checksums")
+        return {"check": "file_match", "path": paths[0], "compare_path": paths[1]}
+    cond = _condition(rule, ("in",))
+    for a in cond.args:
+        if a.kind != "str" or not re.fullmatch(r"[0-9A-Fa-f]+", a.value):
+            raise _error(a.tok, "a checksum is a quoted hex digest")
+    spec = {"check": "file_match", **_path(paths), "checksums": [a.value for a in cond.args]}
+    if algorithm:
+        value = algorithm.args[0]
+        if algorithm.op != "=" or value.kind != "str" or value.value not in HASH_ALGORITHMS:
+            raise _error(algorithm.tok, f"hashAlgorithm = one of {', '.join(HASH_ALGORITHMS)}")
+        spec["algorithm"] = value.value
+    return spec
+
+
+# DetectAnomalies' metrics: the statistic each rule measures, and how many columns it names.
+_ANOMALY_METRICS = {"RowCount": ("row_count", 0), "ColumnCount": ("column_count", 0),
+                    "Completeness": ("null_fraction", 1), "Uniqueness": ("unique_fraction", 1),
+                    "Mean": ("mean", 1), "Sum": ("sum", 1), "StandardDeviation": ("stddev_pop", 1),
+                    "Entropy": ("entropy", 1), "DistinctValuesCount": ("distinct_count", 1),
+                    "UniqueValueRatio": ("unique_value_ratio", 1), "ColumnCorrelation": ("correlation", 2)}
+
+
+def _detect_anomalies(rule):
+    # The metric against its history in the run ledger (the anomaly check); Completeness as the
+    # null fraction, whose distance from the median is the same.
+    _no_condition(rule)
+    names = [p.value if p.kind == "string" else p.text for p in rule.params]
+    if not names or names[0] not in _ANOMALY_METRICS:
+        raise _error(rule.params[0] if rule.params else rule.tok,
+                     f"DetectAnomalies takes a rule name: {', '.join(_ANOMALY_METRICS)}")
+    stat, arity = _ANOMALY_METRICS[names[0]]
+    if len(names) - 1 != arity or not all(names[1:]):
+        raise _error(rule.tok, f"DetectAnomalies \"{names[0]}\" takes {arity} column name(s)")
+    return {"check": "anomaly", "metric": f"{stat}:{','.join(names[1:])}" if arity else stat}
+
+
 _HANDLERS = {
     "IsComplete": _is_complete, "Completeness": _completeness, "IsUnique": _is_unique,
     "Uniqueness": _uniqueness, "IsPrimaryKey": _is_primary_key, "ColumnExists": _column_exists,
@@ -2399,13 +2731,54 @@ _HANDLERS = {
     "ColumnNamesMatchPattern": _column_names_match_pattern,
     "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness,
     "RowCountMatch": _reference_rule("row_count_match"), "SchemaMatch": _reference_rule("schema_match"),
-    "AggregateMatch": _aggregate_match, "DatasetMatch": _dataset_match}
+    "AggregateMatch": _aggregate_match, "DatasetMatch": _dataset_match,
+    "FileFreshness": _file_freshness, "FileSize": _file_size, "FileUniqueness": _file_uniqueness,
+    "FileMatch": _file_match, "DetectAnomalies": _detect_anomalies}
 # From awslabs/dqdl rules-config.json: which rule types accept a where clause / a threshold.
 _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Uniqueness", "IsUnique",
              "Mean", "Sum", "StandardDeviation", "DistinctValuesCount", "ColumnLength",
              "IsPrimaryKey", "ColumnValues", "DataFreshness", "Variance", "Entropy",
              "UniqueValueRatio", "ColumnCorrelation"}
-_THRESHOLD_OK = {"ColumnValues", "ColumnDataType"}
+_THRESHOLD_OK = {"ColumnValues", "ColumnDataType", "FileFreshness", "FileSize"}
+_TAGS = {"FileMatch": ("hashAlgorithm",)}  # with <tag> = "value", besides with threshold
+_SECTION_KEYS = {"Metadata": ("Version",), "DataSources": ("Primary", "AdditionalDataSources")}
+
+
+def _recorded(stat, columns=1):
+    """An analyzer of one statistic of `columns` columns (0: of the table, None: one or more)."""
+    def specs(rule):
+        if columns == 0:
+            if rule.params:
+                raise _error(rule.params[0], f"{rule.tok.text} takes no column")
+            return [{"check": "row_count"} if stat == "row_count" else {"check": "stat", "stat": stat}]
+        names = _columns(rule, one=columns == 1)
+        if columns not in (1, None) and len(names) != columns:
+            raise _error(rule.tok, f"{rule.tok.text} takes {columns} columns, got {len(names)}")
+        return [_stat(names, stat, {})]
+    return specs
+
+
+def _column_length_analyzer(rule):
+    column = _columns(rule)
+    return [{**_stat(column, stat, {}), "part": stat} for stat in ("min_length", "max_length")]
+
+
+def _custom_sql_analyzer(rule):
+    if len(rule.params) != 1 or rule.params[0].kind != "string":
+        raise _error(rule.tok, "CustomSql takes one quoted SQL statement")
+    return [{"check": "sql", "query": _batch_alias(rule.params[0].value)}]
+
+
+# Analyzers = [ ... ]: each becomes checks with action record (measured, in the ledger, no verdict).
+_ANALYZERS = {
+    "RowCount": _recorded("row_count", 0), "ColumnCount": _recorded("column_count", 0),
+    "Completeness": _recorded("null_fraction"), "Uniqueness": _recorded("unique_fraction", None),
+    "Mean": _recorded("mean"), "Sum": _recorded("sum"), "StandardDeviation": _recorded("stddev_pop"),
+    "Variance": _recorded("variance"), "Entropy": _recorded("entropy"),
+    "DistinctValuesCount": _recorded("distinct_count", None), "UniqueValueRatio": _recorded("unique_value_ratio"),
+    "ColumnCorrelation": _recorded("correlation", 2), "ColumnLength": _column_length_analyzer,
+    "CustomSql": _custom_sql_analyzer,
+    "AllStatistics": lambda rule: [{"check": "profile", "column": _columns(rule)}]}
 
 
 
@@ -2782,7 +3155,13 @@ def identify_input(spark, paths):
 
 
 def s3_etags(paths):
-    """{s3 path: (size, ETag)}, from one listing per folder (one object: its own key)."""
+    """{s3 path: (size, ETag)}."""
+    return {path: (obj["Size"], obj["ETag"].strip('"')) for path, obj in s3_objects(paths).items()}
+
+
+def s3_objects(paths):
+    """{s3 path: its listing entry (Size, ETag, LastModified)}, from one listing per folder (one
+    object: its own key)."""
     found = {}
     if not paths:
         return found
@@ -2799,26 +3178,45 @@ def s3_etags(paths):
                                                                       Delimiter="/"):
             for obj in page.get("Contents", []):
                 if obj["Key"] in wanted:
-                    found[f"s3://{bucket}/{obj['Key']}"] = (obj["Size"], obj["ETag"].strip('"'))
+                    found[f"s3://{bucket}/{obj['Key']}"] = obj
     return found
 
 
 def local_or_hadoop_identity(spark, path):
     """(size, content tag) of a local file (SHA-1 of its bytes) or, elsewhere, (size, mtime)."""
     if path.startswith("file:///"):
-        local = path[len("file://"):]
-        if not os.path.exists(local):  # Spark hands out URIs: a space is %20
-            from urllib.parse import unquote
-            local = unquote(local)
-        digest = hashlib.sha1()
-        with open(local, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                digest.update(block)
-        return os.path.getsize(local), "sha1:" + digest.hexdigest()
+        return os.path.getsize(local_path(path)), "sha1:" + file_digest(path, "sha1")
     jvm = spark.sparkContext._jvm
     jpath = jvm.org.apache.hadoop.fs.Path(path)
     status = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).getFileStatus(jpath)
     return status.getLen(), f"mtime:{status.getModificationTime()}"
+
+
+def local_path(path):
+    """The local path of a file:/// URI (Spark hands out URIs: a space may be %20)."""
+    local = path[len("file://"):]
+    if not os.path.exists(local):
+        from urllib.parse import unquote
+        local = unquote(local)
+    return local
+
+
+def file_digest(path, algorithm="sha256"):
+    """A hex digest of a local or S3 file's bytes, read in blocks."""
+    digest = hashlib.new(algorithm)
+    with open_bytes(path) as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def open_bytes(path):
+    """A local or S3 file's bytes as a stream, closed by `with`."""
+    if path.startswith("s3://"):
+        import boto3
+        bucket, key = split_s3(path)
+        return closing(boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"])
+    return open(local_path(path), "rb")
 
 
 def fingerprint_config(p, checks):
@@ -4393,6 +4791,7 @@ class Audit:
     whole_table: object = None
     staged_id: int = None
     groups: dict = field(default_factory=dict)  # (columns, where) -> value_groups, computed once
+    files: list = field(default_factory=list)  # the batch's source files (normalized paths)
 
     @property
     def total(self):
@@ -4415,7 +4814,7 @@ class Audit:
 
 
 def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
-          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None, staged_id=None):
+          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None, staged_id=None, input_files=()):
     """Evaluate every check against the staged rows: each metric is computed once, in one shared
     Spark job (or proven from the files' metrics), and each check's condition is judged on it.
 
@@ -4426,6 +4825,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     `proof_snapshot`: the staged snapshot whose added files are exactly the audited rows (append,
     overwrite_partitions); what their metrics prove is not scanned at all.
     `staged_id`: the staged snapshot, the table a `sql` check's {table} reads.
+    `input_files`: the batch's source files, which the file rules read.
     """
     dropped_counts = dropped_counts or {}
     composites, checks = checks, leaf_checks(checks)  # a composite's rules are audited as any check
@@ -4445,7 +4845,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         row, how = {"rows": proof.total}, "metadata"
     else:
         row, how = scan_metrics(staged_df, aggs), "scan"
-    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id)
+    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id, files=list(input_files))
     results = {}
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
@@ -4462,6 +4862,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         else:
             result = KINDS[c.check].judge(a, c)
             result.setdefault("decided_by", KINDS[c.check].decided_by or how)
+        if c.action == RECORD:  # measured for the ledger's history, never a verdict
+            result["passed"] = True
         if c.row_level and c.action != "drop" and result["failing_rows"]:  # a job each: only then
             result["sample"] = sample_rows(staged_df.filter(failing_rows_condition(c)))
         if c.name in dynamic:
@@ -4691,6 +5093,144 @@ def audit_volume(a, c):
                                 f"{len(history)} publishes") if low or high else None)
 
 
+# ----- file rules: the batch's source files (or those at a location), local or S3 -----------------
+
+class FileRuleError(Exception):
+    """Files a file rule cannot read: its result fails, saying why."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file a file rule reads: where it is, its size and last modification (epoch seconds)."""
+    path: str
+    size: int
+    modified: float
+
+
+def within(path, where):
+    """True if the file is the location or under it (a folder)."""
+    return path == where or path.startswith(where.rstrip("/") + "/")
+
+
+def rule_files(a, where):
+    """The files a rule reads: the batch's source files at or under `where` (all of them when it
+    is None); when none of them is there, every file at the location itself."""
+    batch = [f for f in a.files if where is None or within(f, where)]
+    files = stat_files(batch) if batch or where is None else files_at(where)
+    if not files:
+        raise FileRuleError(f"no files at {where or 'the batch source'}")
+    return files
+
+
+def stat_files(paths):
+    """Size and modification time of named files: one S3 listing per folder, os.stat locally."""
+    s3 = s3_objects([p for p in paths if p.startswith("s3://")])
+    out = []
+    for path in paths:
+        if path in s3:
+            out.append(SourceFile(path, s3[path]["Size"], s3[path]["LastModified"].timestamp()))
+        elif path.startswith("file:///"):
+            info = os.stat(local_path(path))
+            out.append(SourceFile(path, info.st_size, info.st_mtime))
+        else:
+            raise FileRuleError(f"{path} is gone" if path.startswith("s3://") else
+                                f"{path}: file rules read local or S3 files only")
+    return out
+
+
+def is_hidden(relative):
+    """Hadoop's (and so Spark's) hidden files: a name starting with _ or ., at any depth."""
+    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+
+
+def files_at(where):
+    """Every file at a location (a file, or the files under a folder but hidden ones)."""
+    if where.startswith("s3://"):
+        import boto3
+        bucket, key = split_s3(where)
+        prefix = key if not key or key.endswith("/") else key + "/"
+        found = []
+        for page in boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
+            found += [SourceFile(f"s3://{bucket}/{o['Key']}", o["Size"], o["LastModified"].timestamp())
+                      for o in page.get("Contents", []) if o["Key"] == key or o["Key"].startswith(prefix)
+                      and not o["Key"].endswith("/") and not is_hidden(o["Key"][len(prefix):])]
+        return found
+    if not where.startswith("file:///"):
+        raise FileRuleError(f"{where}: file rules read local or S3 files only")
+    local = local_path(where)
+    if os.path.isfile(local):
+        return stat_files([where])
+    found = []
+    for root, dirs, names in os.walk(local):
+        dirs[:] = sorted(d for d in dirs if not is_hidden(d))
+        found += [os.path.join(root, n) for n in sorted(names) if not is_hidden(n)]
+    return stat_files([normalize_path("file://" + f) for f in found])
+
+
+def content_keys(files):
+    """Each file's content as a key equal contents share: its size, and a SHA-256 of its bytes
+    only where another file has that size (the only files it can equal)."""
+    sizes = Counter(f.size for f in files)
+    return {f.path: (f.size, file_digest(f.path) if sizes[f.size] > 1 else None) for f in files}
+
+
+def audit_files(judge):
+    """A file rule's judge, given its files; unreadable files fail the rule, saying why."""
+    def judged(a, c):
+        try:
+            return judge(a, c, rule_files(a, c.path))
+        except Exception as e:
+            if not isinstance(e, (FileRuleError, OSError)) and not type(e).__module__.startswith("botocore"):
+                raise
+            return check_result(c, None, 0, detail=f"cannot read the files: {first_line(e)}")
+    return judged
+
+
+def per_file_result(c, files, failing, about):
+    """Files judged one by one: the failing ones against the rule's limits (or threshold)."""
+    result = check_result(c, len(failing), len(files), observed=round(1 - len(failing) / len(files), 6),
+                          sample=[{"file": f.path, **about(f)} for f in failing[:5]])
+    if not result["passed"] and not result["detail"]:
+        result["detail"] = f"{len(failing)} of {len(files)} files fail"
+    return result
+
+
+def audit_file_freshness(a, c, files):
+    """Each file's last modification against the times (now() as of this audit)."""
+    now = time.time()
+    condition = Condition(c.condition.op, [file_time(v, now) for v in c.condition.values])
+    return per_file_result(c, files, [f for f in files if not condition.holds(f.modified)],
+                           lambda f: {"modified": datetime.fromtimestamp(f.modified, timezone.utc).isoformat()})
+
+
+def audit_file_size(a, c, files):
+    return per_file_result(c, files, [f for f in files if outside_bounds(c, f.size)], lambda f: {"size": f.size})
+
+
+def audit_file_uniqueness(a, c, files):
+    """The share of files whose content no other file has, within min/max or the condition."""
+    keys = content_keys(files)
+    counts = Counter(keys.values())
+    duplicates = [f for f in files if counts[keys[f.path]] > 1]
+    ratio = round(1 - len(duplicates) / len(files), 6)
+    return check_result(c, None, len(files), observed=ratio, detail=outside_bounds(c, ratio),
+                        sample=[{"file": f.path, "size": f.size} for f in duplicates[:5]])
+
+
+def audit_file_match(a, c, files):
+    """Every file's checksum in the list, or the same contents (as a multiset) at both paths."""
+    if c.compare_path is None:
+        algorithm = HASH_ALGORITHMS[c.algorithm]
+        sums = {f.path: file_digest(f.path, algorithm) for f in files}
+        return per_file_result(c, files, [f for f in files if sums[f.path] not in c.values],
+                               lambda f: {c.algorithm: sums[f.path]})
+    others = rule_files(a, c.compare_path)
+    keys = content_keys(files + others)
+    mine, theirs = Counter(keys[f.path] for f in files), Counter(keys[f.path] for f in others)
+    unmatched = [f for f in files + others if mine[keys[f.path]] != theirs[keys[f.path]]]
+    return per_file_result(c, files + others, unmatched, lambda f: {"size": f.size})
+
+
 # ----- the kinds of check: each a metric, how it is judged, and what it takes --------------------
 
 def count_failing(c):
@@ -4792,6 +5332,16 @@ KINDS = {
                           where=False),
     # audited through its rules (leaf_checks); it reads what they read
     "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
+    # recorded as the checks it stands for (expand_profiles, once the column's type is known)
+    "profile": Kind(({"column"}, set()), parse_profile, judge=None),
+    "file_freshness": Kind(({"condition"}, {"path"}), parse_file_freshness, audit_files(audit_file_freshness),
+                           decided_by="files", where=False),
+    "file_size": Kind((set(), BOUNDS | {"condition", "path"}), parse_file_size, audit_files(audit_file_size),
+                      decided_by="files", where=False),
+    "file_uniqueness": Kind((set(), BOUNDS | {"condition", "path"}), parse_file_uniqueness,
+                            audit_files(audit_file_uniqueness), decided_by="files", where=False),
+    "file_match": Kind((set(), {"path", "checksums", "algorithm", "compare_path"}), parse_file_match,
+                       audit_files(audit_file_match), decided_by="files", where=False),
 }
 CHECK_PARAMS = {name: kind.params for name, kind in KINDS.items()}
 CHECK_READS = {name: kind.reads for name, kind in KINDS.items()}
@@ -6579,7 +7129,7 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
         report.checks, report.rows_written = audit(
             spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,
             report.rows_dropped or 0, staged["snapshot_id"] if p.mode != "merge" else None,
-            report.rows_read, staged_id=staged["snapshot_id"])
+            report.rows_read, staged_id=staged["snapshot_id"], input_files=report.input_files)
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent

@@ -329,10 +329,13 @@ def test_sql_injection_in_names_and_values_stays_quoted():
 # ----- errors ---------------------------------------------------------------------------------
 
 def test_unsupported_rule_type():
-    message = error('Rules = [\n  IsComplete "a",\n    DetectAnomalies "RowCount"\n]')
-    assert message.startswith("DQDL line 3, column 5: rule type 'DetectAnomalies' is not supported; "
+    message = error('Rules = [\n  IsComplete "a",\n    Completenes "a" > 0.5\n]')
+    assert message.startswith("DQDL line 3, column 5: rule type 'Completenes' is not supported; "
                               "supported: AggregateMatch, ColumnCorrelation, ColumnCount")
-    assert "'DetectAnomalies' is not supported" in error('Rules = [ DetectAnomalies "RowCount" ]')
+
+
+def test_every_rule_type_of_the_reference_grammar_is_supported():
+    assert wap_etl._ALL_RULE_TYPES <= set(wap_etl._HANDLERS)
 
 
 def test_missing_bracket():
@@ -391,9 +394,11 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
     ('Rules = [ ColumnValues "x" = "a" + 1 ]',
      "DQDL line 1, column 34: arithmetic is on numbers only"),
     ('Metadata = {} Rules = [ RowCount > 0 ]',
+     "DQDL line 1, column 13: expected a quoted key in Metadata, found '}'"),
+    ('IsComplete "a"',
      "DQDL line 1, column 1: a ruleset starts"),
-    ('Rules = [ RowCount > 0 ] Analyzers = [ ]',
-     "DQDL line 1, column 26: unexpected 'Analyzers' after the closing ']'"),
+    ('Rules = [ RowCount > 0 ] Analyzers = [ ] Rules = [ RowCount > 1 ]',
+     "DQDL line 1, column 42: unexpected 'Rules' after the closing ']'"),
     ('Rules = [ RowCount > 0 ] ~',
      "DQDL line 1, column 26: unexpected character '~'"),
     ('Rules = [ RowCount > ' + "9" * 400 + '.5 ]',
