@@ -3451,6 +3451,7 @@ class Ledger:
         self.spark, self.ref, self.table = spark, ref, table  # `table`: catalog.namespace.name
         self.table_uuid = table_uuid
         self._published = None
+        self._consumed = None
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
 
@@ -3483,29 +3484,39 @@ class Ledger:
     def exists(self):
         return table_exists(self.spark, self.ref)
 
+    def consumed(self):
+        """This table's rows of runs that consumed their input (published, every row quarantined,
+        or written unaudited), read once per run in one Spark job: they answer exactly-once and
+        the history checks (`recent` publishes) alike."""
+        if self._consumed is None:
+            self._consumed = []
+            if self.exists():
+                ids = "input_file_ids" in self.columns()
+                self._consumed = (self.runs().filter(F_in("status", CONSUMED))
+                                  .select("run_id", "batch_id", "status", "main_snapshot_before",
+                                          "main_snapshot_after", "input_files", "input_fingerprint",
+                                          "finished_at", "rows_written", "metrics",
+                                          *(["input_file_ids"] if ids else [])).collect())
+        return self._consumed
+
     def published(self):
         """Every run the ledger records as having consumed its input (published, or every row
         quarantined), as Marks, read once per run."""
         if self._published is None:
             self._published = []
-            if self.exists():
-                ids = "input_file_ids" in self.columns()
-                rows = (self.runs().filter(F_in("status", CONSUMED))
-                        .select("run_id", "batch_id", "status", "main_snapshot_before",
-                                "main_snapshot_after", "input_files", "input_fingerprint",
-                                *(["input_file_ids"] if ids else [])).collect())
-                seen = set()
-                for r in rows:  # a run's own row and a row completed for it by another run
-                    if r["run_id"] not in seen:
-                        seen.add(r["run_id"])
-                        quarantined = r["status"] == "quarantined"  # main_snapshot_after: main as it was
-                        self._published.append(Mark(
-                            None if quarantined else r["main_snapshot_after"],
-                            None if quarantined else r["main_snapshot_before"], 0, r["batch_id"],
-                            r["run_id"], tuple(normalize_path(f) for f in r["input_files"] or ()),
-                            file_ids=tuple((r["input_file_ids"] if ids else None) or ()),
-                            input_fingerprint=r["input_fingerprint"], status=r["status"],
-                            recorded=r["status"] != "unaudited"))
+            ids = bool(self.consumed()) and "input_file_ids" in self.columns()
+            seen = set()
+            for r in self.consumed():  # a run's own row and a row completed for it by another run
+                if r["run_id"] not in seen:
+                    seen.add(r["run_id"])
+                    quarantined = r["status"] == "quarantined"  # main_snapshot_after: main as it was
+                    self._published.append(Mark(
+                        None if quarantined else r["main_snapshot_after"],
+                        None if quarantined else r["main_snapshot_before"], 0, r["batch_id"],
+                        r["run_id"], tuple(normalize_path(f) for f in r["input_files"] or ()),
+                        file_ids=tuple((r["input_file_ids"] if ids else None) or ()),
+                        input_fingerprint=r["input_fingerprint"], status=r["status"],
+                        recorded=r["status"] != "unaudited"))
         return self._published
 
     def audited(self, snapshot_ids):
@@ -3534,10 +3545,17 @@ class Ledger:
         return known
 
     def forget(self):
-        self._published = None
+        self._published = self._consumed = None
 
     def recent(self, limit, status=None):
-        """The newest runs (one row per run id), newest first."""
+        """The newest runs (one row per run id), newest first. Publishes come from the rows read
+        once per run; any other status is read from the table."""
+        if status is Status.PUBLISHED:
+            newest = {}
+            for r in sorted(self.consumed(), key=finished_first, reverse=True):
+                if r["status"] == str(status):
+                    newest.setdefault(r["run_id"], r)
+            return list(newest.values())[:limit]
         if not self.exists():
             return []
         from pyspark.sql import Window, functions as F
@@ -3584,6 +3602,11 @@ class Ledger:
             log.warning("run ledger: recording %d publish(es) missing from %s.%s: %s", len(found),
                         self.ref.catalog, self.ref.ident, ", ".join(f"{m.batch_id} ({m.run_id})" for m in found))
             self.record([ledger_row_of_mark(m, self.table, self.table_uuid) for m in found])
+
+
+def finished_first(row):
+    """Sort key of ledger rows: newest finished first (reversed), unfinished ones last."""
+    return row["finished_at"] is not None, row["finished_at"] or datetime.min
 
 
 def F_in(column, values):
@@ -5025,7 +5048,8 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
         existing = existing.select(*[k.alias(n) for k, n in zip(keys, names)])
         if not existing.take(1):
             existing = None
-    if existing is None and whole_table is None and keys_distinct_by_bitmap(batch_keys, bounds, total):
+    if existing is None and whole_table is None and (keys_distinct_in_driver(batch_keys, total)
+                                                     or keys_distinct_by_bitmap(batch_keys, bounds, total)):
         return with_null_keys(check_result(c, null_keys, total), scope, not_null, null_keys)
     groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
     if existing is not None:
@@ -5048,6 +5072,23 @@ def with_null_keys(result, scope, not_null, null_keys):
     if null_keys and not result["sample"]:
         result["sample"] = sample_rows(scope.filter(~not_null))
     return result
+
+
+SMALL_BATCH_KEYS = 10_000  # keys few enough to compare in the driver, in one job with no shuffle
+EXACT_KEY_TYPES = ("IntegralType", "StringType", "DateType", "TimestampType", "TimestampNTZType",
+                   "DecimalType", "BooleanType")  # equal in Python exactly when equal in Spark
+
+
+def keys_distinct_in_driver(batch_keys, rows):
+    """True if a small batch's keys are provably distinct, compared in the driver: a daily batch
+    of a few rows costs one scan instead of a grouping's jobs. Floating-point keys (NaN, -0.0)
+    are left to Spark. False means "not proven", never "duplicate"."""
+    from pyspark.sql import types as T
+    exact = tuple(getattr(T, k) for k in EXACT_KEY_TYPES)
+    if rows > SMALL_BATCH_KEYS or not all(isinstance(f.dataType, exact) for f in batch_keys.schema.fields):
+        return False
+    keys = [tuple(r) for r in batch_keys.collect()]
+    return len(set(keys)) == len(keys)
 
 
 BITMAP_MAX_SPAN_PER_ROW = 32  # bits of key range per batch row; sparser keys are grouped instead
@@ -7145,6 +7186,7 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
     """After a rebase the rows are the audited ones, but main around them (and what else a check
     reads: another table, the ledger) changed: re-run every check that reads more than the rows."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
+    ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],

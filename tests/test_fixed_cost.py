@@ -1,0 +1,41 @@
+"""The fixed cost of a daily run: what the ledger rows read once per run and a small batch's keys
+can answer makes no Spark job of its own, and the verdicts stay exact."""
+import wap_etl
+
+VOLUME = [{"check": "volume", "min_ratio": 0.5, "max_ratio": 2}]
+
+
+def test_a_volume_check_is_answered_from_the_ledger_rows_the_run_read_once(wap):
+    for i in range(3):
+        code, report = wap.run([{"id": 10 * i + k} for k in range(10)], checks=VOLUME, batch_id=f"b{i}")
+        assert code == 0, report.error
+    assert report.checks[0]["observed"] == 1.0
+    assert report.spark_jobs["audit"] == 0, "no job beyond the ledger read in prepare"
+
+
+def test_a_volume_check_sees_publishes_recorded_after_a_rebase(wap, monkeypatch):
+    # the recheck after a rebase reads the ledger again: forget() is what makes it fresh
+    calls = []
+    real = wap_etl.Ledger.forget
+    monkeypatch.setattr(wap_etl.Ledger, "forget", lambda self: calls.append(1) or real(self))
+    code, report = wap.run([{"id": 1}], checks=VOLUME)
+    assert code == 0 and report.status == "published"
+    wap_etl.recheck_state(wap.spark, None, None, [], report, None, wap_etl.Ledger(
+        wap.spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}"))
+    assert calls, "the recheck forgot the rows read before the rebase"
+
+
+def test_a_small_batch_with_distinct_keys_is_proven_in_one_scan(wap):
+    assert wap.run([{"id": i} for i in range(5)], checks=[{"check": "unique", "columns": ["id"]}])[0] == 0
+    code, report = wap.run([{"id": i} for i in range(100, 107)], checks=[{"check": "unique", "columns": ["id"]}])
+    assert code == 0 and report.checks[0]["passed"], report.checks
+    assert report.spark_jobs["audit"] <= 2, report.spark_jobs
+
+
+def test_a_duplicate_key_in_a_small_batch_is_still_counted_exactly(wap):
+    rows = [{"id": i, "name": f"n{i}"} for i in range(6)] + [{"id": 3, "name": "again"}]
+    code, report = wap.run(rows, checks=[{"check": "unique", "columns": ["id", "name"]},
+                                         {"check": "unique", "columns": ["id"], "name": "id"}])
+    assert code == 3
+    by = {r["name"]: r for r in report.checks}
+    assert by["unique_id_name"]["passed"] and by["id"]["failing_rows"] == 2
