@@ -3436,6 +3436,12 @@ LEDGER_COLUMNS = (
     "input_files array<string>, started_at timestamp, finished_at timestamp, error string, "
     "table_uuid string, input_file_ids array<string>, score double, rule_results " + GLUE_RULE_RESULTS)
 # Added since the first ledgers: a run adds them to an older ledger before its first write.
+# The ledger's own upkeep (Ledger.maintain): compact at this many data files; expire its snapshots
+# older than an hour (no run reads a plan that old), keeping the newest, once it has this many.
+LEDGER_MAX_FILES = 64
+LEDGER_MAX_SNAPSHOTS = 128
+LEDGER_KEEP_SNAPSHOTS = 16
+LEDGER_SNAPSHOT_AGE_S = 3600
 LEDGER_ADDED_COLUMNS = {"table_uuid": "string", "input_file_ids": "array<string>", "score": "double",
                         "rule_results": GLUE_RULE_RESULTS}
 # Statuses whose input is on main or deliberately dropped: a publish, every row quarantined, or a
@@ -3585,6 +3591,27 @@ class Ledger:
                 self._columns = None
         self.spark.createDataFrame(rows, LEDGER_COLUMNS).writeTo(self.ref.sql).append()
         self.forget()
+
+    def maintain(self):
+        """Keep reading the ledger cheap however many runs it holds: one run appends one small
+        file and one snapshot, so past a limit the small files are compacted into one (the same
+        rows: nothing the exactly-once protocol reads is lost) and old snapshots are expired (the
+        ledger's own history of commits, not of runs). Both are Iceberg's Spark procedures; a
+        concurrent run's append commits alongside, and a run that loses a race only logs it."""
+        table = iceberg_table(self.spark, self.ref)
+        current = table.currentSnapshot()
+        if current is None:
+            return
+        files = int(current.summary().get("total-data-files") or 0)
+        call, name = f"CALL {quote(self.ref.catalog)}.system", _lit(self.ref.sql)  # catalog-qualified
+        if files >= LEDGER_MAX_FILES:
+            self.spark.sql(f"{call}.rewrite_data_files(table => {name}, "
+                           "options => map('min-input-files', '2'))").collect()
+        if table.operations().current().snapshots().size() >= LEDGER_MAX_SNAPSHOTS:
+            older = datetime.fromtimestamp(time.time() - LEDGER_SNAPSHOT_AGE_S, timezone.utc)
+            self.spark.sql(f"{call}.expire_snapshots(table => {name}, "
+                           f"older_than => TIMESTAMP '{older.strftime('%Y-%m-%d %H:%M:%S')}+00:00', "
+                           f"retain_last => {LEDGER_KEEP_SNAPSHOTS})").collect()
 
     def complete(self, marks):
         """Record publishes that reached main but not the ledger (the publishing run died, or its
@@ -5918,6 +5945,15 @@ def record_run(report, p, ledger=None):
     ledger.record([ledger_row(report)])
 
 
+def maintain_ledger(p, ledger=None):
+    """The ledger's upkeep after this run's row, if the run has a session and a ledger."""
+    spark = active_session()
+    if spark is not None and spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
+        ledger = ledger or Ledger.of(spark, p)
+        if ledger.exists():
+            ledger.maintain()
+
+
 def summary_table(report):
     """A few readable lines for the log: one per check."""
     lines = [f"{'check':32} {'type':16} {'action':6} {'result':6} failing_rows"]
@@ -6395,6 +6431,7 @@ def finish(report, p, ledger=None, history=None):
         return
     with timed(report, "ledger"):  # part of the protocol for a publish: before the exit, always
         side_effect("run ledger", lambda: record_run(report, p, ledger))
+        side_effect("run ledger upkeep", lambda: maintain_ledger(p, ledger))
     files = p.report_path and report.status is not Status.ALREADY_PUBLISHED
     spark = active_session()
     with timed(report, "report"):
