@@ -4607,6 +4607,22 @@ def plain(value):
 
 
 PROVABLE = ("not_null", "between", "freshness", "accepted_values")  # decided from file metrics when they suffice
+PLAIN_LITERAL = re.compile(r"[A-Za-z0-9 _\-,:;/@#%&=~'\"!<>`]+")  # no regex metacharacter
+
+
+def accepted(c):
+    """The values a check accepts, if it is a list of them: an accepted_values, or a regex that
+    is a whole-value alternation of literals (`^(EWR|JFK|LGA)$`). The regex's list only proves a
+    pass: Java's `$` also matches before a final line break, so a value outside it may match."""
+    if c.check == "accepted_values":
+        return c.values
+    m = re.fullmatch(r"\^\((?:\?:)?([^()]*)\)\$|\^([^()|]*)\$", c.pattern or "") if c.check == "regex" else None
+    parts = (m[1] if m[1] is not None else m[2]).split("|") if m else []
+    return parts if parts and all(PLAIN_LITERAL.fullmatch(x) for x in parts) else None
+
+
+def provable(c):
+    return c.check in PROVABLE or accepted(c) is not None
 
 
 @dataclass
@@ -4628,7 +4644,7 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
     counts, an all-NULL file, a column past the metrics limit), leaves the check to the scan.
     Returns a Proof."""
     from pyspark.sql import functions as F, types as T
-    if not unique_checks and not any(c.check in PROVABLE and c.action != "drop" for c in checks):
+    if not unique_checks and not any(provable(c) and c.action != "drop" for c in checks):
         summary = snapshot_info(spark, t, snapshot_id)["summary"]  # the row count is all there is
         return Proof(total=int(summary.get("added-records", 0)))
     entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id)
@@ -4647,7 +4663,7 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
     # added files are few, and a Spark aggregate would cost a second job.
     per_file, decided = {"records": (F.col("data_file.record_count"), sum)}, []
     for i, c in enumerate(checks):
-        if (c.check not in PROVABLE or c.action == "drop" or c.column.lower() not in metric_names
+        if (not provable(c) or c.action == "drop" or c.column.lower() not in metric_names
                 or (c.where and c.check == "freshness")):  # a where-clause's newest value is not a bound
             continue
         lower, upper = metric(c.column, "lower_bound"), metric(c.column, "upper_bound")
@@ -4664,13 +4680,13 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
             for o in outside:
                 condition = condition | o
             per_file[f"u{i}"] = unproven(condition)
-        elif c.check == "accepted_values":
+        elif accepted(c) is not None:
             per_file[f"n{i}"] = unproven(metric(c.column, "null_value_count") > 0)
-            cleared = values_cover(c, lower, upper, types.get(c.column.lower()))
+            cleared = values_cover(accepted(c), lower, upper, types.get(c.column.lower()))
             if cleared is None:
                 decided.append((i, c, False))
                 continue
-            nulls = (F.lit(False) if c.allow_null or None in c.values
+            nulls = (F.lit(False) if c.allow_null or None in accepted(c)
                      else metric(c.column, "null_value_count") > 0)
             per_file[f"u{i}"] = unproven(~cleared | nulls)
         else:  # freshness: the newest value is the largest upper bound (dates and times are exact)
@@ -4709,9 +4725,9 @@ def pushed_violation(c, dtype):
     """An accepted_values check's violation as a filter Iceberg can test against each Parquet row
     group's dictionary (`value NOT IN (...)`), or None."""
     from pyspark.sql import types as T
-    if c.where or c.action == "drop" or c.check != "accepted_values":
+    if c.where or c.action == "drop" or accepted(c) is None:
         return None
-    allowed = [v for v in c.values if v is not None]
+    allowed = [v for v in accepted(c) if v is not None]
     ints = all(type(v) is int for v in allowed)
     if allowed and ((isinstance(dtype, T.StringType) and all(isinstance(v, str) for v in allowed))
                     or (isinstance(dtype, T.LongType) and ints)
@@ -4785,7 +4801,7 @@ def prove_by_pushdown(staged_df, checks, proof):
     for c in checks:
         if c.name in proof.proven:
             continue
-        if c.check == "accepted_values" and c.name in proof.null_free:
+        if accepted(c) is not None and c.name in proof.null_free:
             v = pushed_violation(c, types.get(c.column.lower()))
             if v is not None:
                 by_dictionary[c.name] = v
@@ -4802,16 +4818,17 @@ def prove_by_pushdown(staged_df, checks, proof):
                 *[F.sum(F.coalesce(v, F.lit(False)).cast("long")).alias(names[name])
                   for name, v in violations.items()]).first()
             counts.update({name: row[names[name]] or 0 for name in violations})
-    return counts
+    regexes = {c.name for c in checks if c.check == "regex"}
+    return {name: n for name, n in counts.items() if not (n and name in regexes)}  # else: scanned
 
 
-def values_cover(c, lower, upper, dtype):
-    """For accepted_values: true for a file whose bounds prove every value is accepted, or None
+def values_cover(values, lower, upper, dtype):
+    """For a list of accepted values: true for a file whose bounds prove every value is accepted, or None
     where bounds cannot. A string file with equal bounds holds that one value (a truncated bound
     never equals its upper bound); an integer file whose range lies within a run of consecutive
     accepted values holds only accepted values."""
     from pyspark.sql import functions as F, types as T
-    allowed = [v for v in c.values if v is not None]
+    allowed = [v for v in values if v is not None]
     if isinstance(dtype, T.StringType) and all(isinstance(v, str) for v in allowed):
         return (lower == upper) & lower.isin(allowed)
     if not (isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
