@@ -4708,8 +4708,8 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
         values = [f[name] for f in files if f[name] is not None]
         row[name] = combine(values) if values else None
     proof = Proof(total=int(row["records"] or 0))
-    for i, c, provable in decided:
-        if provable and row[f"u{i}"] == 0:
+    for i, c, bounded in decided:
+        if bounded and row[f"u{i}"] == 0:
             proof.proven[c.name] = row[f"newest{i}"] if c.check == "freshness" else None
         if row.get(f"n{i}") == 0:
             proof.null_free.add(c.name)
