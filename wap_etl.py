@@ -1120,10 +1120,12 @@ def location(path):
     return normalize_path(path)
 
 
-def parse_file_path(s):
-    """path (optional): a file or folder, local or s3://."""
-    if "path" in s.spec:
-        s.check.path = location(s.text("path", "a file or folder path"))
+def parse_file_path(s, key="path"):
+    """path (optional): a file or folder, local or s3:// (the file rules read no other)."""
+    if key in s.spec:
+        path = location(s.text(key, "a file or folder path"))
+        s.need(path.startswith(("file:", "s3://")), f"{key} must be a local path or s3://bucket/key")
+        setattr(s.check, key, path)
 
 
 def file_time(text, now):
@@ -1187,7 +1189,7 @@ def parse_file_match(s):
     s.need(("checksums" in s.spec) != ("compare_path" in s.spec), "give checksums or compare_path")
     if "compare_path" in s.spec:
         s.need("algorithm" not in s.spec, "algorithm goes with checksums")
-        c.compare_path = location(s.text("compare_path", "a file or folder path"))
+        parse_file_path(s, "compare_path")
         return
     sums = s.spec["checksums"]
     s.need(isinstance(sums, list) and sums and all(isinstance(x, str) and re.fullmatch(r"[0-9A-Fa-f]+", x)
@@ -1266,16 +1268,34 @@ def parse_check(spec, index):
 def parse_checks(specs):
     """All checks of the run; names are made unique so the report can key on them."""
     checks = [parse_check(s, i) for i, s in enumerate(specs)]
-    seen = {}
+    given = {s["name"] for s in specs if isinstance(s, dict) and isinstance(s.get("name"), str)}
+    taken = set()
     for c, spec in zip(checks, specs):
-        if c.name in seen:
+        if c.name in taken:
             if "name" in spec:
                 raise bad_input(f"check {c.name!r}: name used twice")
-            seen[c.name] += 1
-            c.name = f"{c.name}_{seen[c.name]}"
-        seen.setdefault(c.name, 1)
+            c.name = unused_name(c.name, taken | given)
+        taken.add(c.name)
         name_rules(c)
     return checks
+
+
+def unused_name(base, taken):
+    """base_2, base_3, ...: the first that no check has (nor is given to one)."""
+    n = 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"
+
+
+def require_unique_names(checks):
+    """Every check the audit keys its results on has a name of its own, after profiles expand and
+    a merge adds its key check: one check's result can never stand for another's."""
+    seen = set()
+    for c in leaf_checks(checks) + [c for c in checks if c.rules]:
+        if c.name in seen:
+            raise bad_input(f"check {c.name!r}: name used twice (after profiles and composites are expanded)")
+        seen.add(c.name)
 
 
 def name_rules(c):
@@ -1306,6 +1326,7 @@ def validate_checks_against(spark, checks, df, t):
     from pyspark.sql import types as T
     lower = {c.lower(): c for c in df.columns}
     checks[:] = expand_profiles(checks, df)
+    require_unique_names(checks)
     for c in leaf_checks(checks):
         label = f"check {c.name!r}"
         named = [] if c.check == "column_exists" else ([c.column] if c.column else []) + (c.columns or [])
@@ -3203,7 +3224,7 @@ def local_path(path):
 
 def file_digest(path, algorithm="sha256"):
     """A hex digest of a local or S3 file's bytes, read in blocks."""
-    digest = hashlib.new(algorithm)
+    digest = hashlib.new(algorithm, usedforsecurity=False)
     with open_bytes(path) as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
@@ -3469,7 +3490,8 @@ class Ledger:
     def identify(self, table_uuid):
         """The table exists now: find its rows by its uuid."""
         if table_uuid != self.table_uuid:
-            self.table_uuid, self._published = table_uuid, None
+            self.table_uuid = table_uuid
+            self.forget()
 
     def columns(self):
         if self._columns is None:
@@ -5131,7 +5153,10 @@ def keys_distinct_in_driver(batch_keys, rows):
     exact = tuple(getattr(T, k) for k in EXACT_KEY_TYPES)
     if rows > SMALL_BATCH_KEYS or not all(isinstance(f.dataType, exact) for f in batch_keys.schema.fields):
         return False
-    keys = [tuple(r) for r in batch_keys.collect()]
+    try:
+        keys = [tuple(r) for r in batch_keys.collect()]
+    except ValueError:  # a date or time outside Python's years 1..9999: left to Spark
+        return False
     return len(set(keys)) == len(keys)
 
 
@@ -6994,7 +7019,9 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         validate_checks_against(spark, checks, df, t)
         if p.mode == "merge" and not any(c.keyed and not c.where and [x.lower() for x in c.columns]
                                          == [k.lower() for k in p.merge_keys] for c in checks):
-            checks.append(Check(name="unique_merge_keys", check="unique", columns=p.merge_keys))
+            names = {c.name for c in leaf_checks(checks) + checks}
+            checks.append(Check(name="unique_merge_keys" if "unique_merge_keys" not in names
+                                else unused_name("unique_merge_keys", names), check="unique", columns=p.merge_keys))
         plan = plan_table(spark, p, t, df)
         good, bad = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
@@ -7215,6 +7242,8 @@ def stage(spark, p, t, checks, report, batch, df):
 
 def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, metrics, ledger):
     """Every check against exactly the snapshot that will be published."""
+    if report.checks:  # a restage: main moved, so may have the history the ledger checks read
+        ledger.forget()
     report.checks = []  # an earlier attempt's verdicts never stand for this snapshot
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
