@@ -499,8 +499,8 @@ def test_dqdl_threshold_tolerates_a_share_of_rows(wap):
 
 
 def test_unsupported_rule_exits_2_naming_it_and_its_position(wap):
-    code, report = wap.run(ROWS, checks='Rules = [\n  IsComplete "id",\n  DetectAnomalies "RowCount"\n]')
-    assert code == 2 and "line 3, column 3" in report.error and "'DetectAnomalies'" in report.error
+    code, report = wap.run(ROWS, checks='Rules = [\n  IsComplete "id",\n  Completenes "id" > 0.5\n]')
+    assert code == 2 and "line 3, column 3" in report.error and "'Completenes'" in report.error
     assert not wap.exists()
 
 

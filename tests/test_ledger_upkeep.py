@@ -8,9 +8,13 @@ def ledger(spark, wap):
 
 
 def run_batches(wap, n):
+    """Publish batches b0..b(n-1); returns their source files."""
+    paths = []
     for i in range(n):
-        code, report = wap.run([{"id": i}], batch_id=f"b{i}", checks=[])
+        paths.append(wap.csv([{"id": i}]))
+        code, report = wap.run(paths[-1], batch_id=f"b{i}", checks=[])
         assert code == 0 and report.status == "published", report.error
+    return paths
 
 
 def test_ledger_small_files_are_compacted_keeping_every_run(wap, spark, monkeypatch):
@@ -24,8 +28,8 @@ def test_ledger_small_files_are_compacted_keeping_every_run(wap, spark, monkeypa
 
 def test_a_batch_published_before_compaction_is_not_loaded_again(wap, spark, monkeypatch):
     monkeypatch.setattr(wap_etl, "LEDGER_MAX_FILES", 2)
-    run_batches(wap, 3)
-    code, report = wap.run([{"id": 0}], batch_id="b0", checks=[])
+    paths = run_batches(wap, 3)
+    code, report = wap.run(paths[0], batch_id="b0", checks=[])
     assert code == 0 and report.status == "already_published"
     assert wap.ids() == [0, 1, 2]
 
