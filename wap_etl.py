@@ -6488,7 +6488,7 @@ def finish(report, p, ledger=None, history=None):
         ("Slack alert", alert and p.slack_webhook_url, lambda: send_slack(report, p.slack_webhook_url)),
         ("CloudWatch metrics", p.cloudwatch_namespace,
          lambda: put_metrics(report, p.cloudwatch_namespace, p.glue_args)),
-        ("EventBridge event", report.status is Status.PUBLISHED and p.event_bus_name,
+        ("EventBridge event", report.status in EVENT_TYPES and p.event_bus_name,
          lambda: put_event(report, p.event_bus_name)),
         ("Glue workflow run properties", all(p.glue_args.get(n) for n in WORKFLOW_ARGS),
          lambda: put_workflow_properties(report, p)),
@@ -6634,14 +6634,19 @@ def glue_event_detail(report):
             **{f"rules{k}": v for k, v in counts.items()}, "ruleResults": rules}
 
 
+EVENT_TYPES = {Status.PUBLISHED: "WAP Published", Status.AUDIT_FAILED: "WAP Audit Failed"}
+
+
 def put_event(report, bus_name):
-    """Tell downstream jobs a batch is on main, so they can start."""
+    """Tell downstream jobs a batch is on main, so they can start; or that its audit failed (the
+    rule outcomes in Glue Data Quality's shape, so rules written for Glue's FAILED events fire)."""
     import boto3
     detail = {"table": report.table, "batch_id": report.batch_id,
               "snapshot_id": report.main_snapshot_after, "rows": report.rows_written,
+              **({"branch": report.branch} if report.status is Status.AUDIT_FAILED else {}),
               **glue_event_detail(report)}
     answer = boto3.client("events").put_events(Entries=[{
-        "Source": "wap_etl", "DetailType": "WAP Published", "Detail": json.dumps(detail),
+        "Source": "wap_etl", "DetailType": EVENT_TYPES[report.status], "Detail": json.dumps(detail),
         "EventBusName": bus_name}])
     if answer.get("FailedEntryCount"):
         raise RuntimeError(f"EventBridge refused the event: {answer['Entries']}")

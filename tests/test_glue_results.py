@@ -114,3 +114,19 @@ def test_published_event_matches_a_rule_written_for_glue_dq_results(wap, aws):
     assert detail["ruleResults"] == report.glue_dq["RuleResults"]
     assert detail["ruleResults"][1]["Labels"] == {"owner": "ann"}
     assert detail["batch_id"] == report.batch_id and detail["snapshot_id"] == report.main_snapshot_after
+
+
+def test_failed_audit_sends_an_event_a_glue_failed_rule_matches(wap, aws):
+    events, sqs = boto3.client("events"), boto3.client("sqs")
+    events.create_event_bus(Name="dq")
+    url = sqs.create_queue(QueueName="dq-failed")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    glue_rule = {"source": ["wap_etl"], "detail": {"state": ["FAILED"]}}
+    events.put_rule(Name="dq-failed", EventBusName="dq", EventPattern=json.dumps(glue_rule))
+    events.put_targets(Rule="dq-failed", EventBusName="dq", Targets=[{"Id": "q", "Arn": arn}])
+    code, report = wap.run(ROWS, checks=[{"check": "row_count", "min": 1000}], event_bus_name="dq")
+    assert code == 3 and report.status == "audit_failed"
+    [message] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+    body = json.loads(message["Body"])
+    assert body["detail-type"] == "WAP Audit Failed"
+    assert body["detail"]["numRulesFailed"] == 1 and body["detail"]["branch"] == report.branch
