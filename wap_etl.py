@@ -6629,7 +6629,7 @@ def glue_event_detail(report):
     counts = {"Succeeded": len(rules) - failed, "Failed": failed, "Skipped": 0}
     return {"resultId": report.run_id, "resultID": report.run_id, "context": context,
             "rulesetNames": [g.get("RulesetName") or report.table],
-            "state": "FAILED" if failed else "SUCCEEDED",
+            "state": "FAILED" if failed or report.status is Status.AUDIT_FAILED else "SUCCEEDED",
             "score": g.get("Score"), **{f"numRules{k}": v for k, v in counts.items()},
             **{f"rules{k}": v for k, v in counts.items()}, "ruleResults": rules}
 
@@ -6643,7 +6643,8 @@ def put_event(report, bus_name):
     import boto3
     detail = {"table": report.table, "batch_id": report.batch_id,
               "snapshot_id": report.main_snapshot_after, "rows": report.rows_written,
-              **({"branch": report.branch} if report.status is Status.AUDIT_FAILED else {}),
+              **({"branch": report.branch, "staged_snapshot": report.staged_snapshot}  # main: unchanged
+                 if report.status is Status.AUDIT_FAILED else {}),
               **glue_event_detail(report)}
     answer = boto3.client("events").put_events(Entries=[{
         "Source": "wap_etl", "DetailType": EVENT_TYPES[report.status], "Detail": json.dumps(detail),

@@ -130,3 +130,4 @@ def test_failed_audit_sends_an_event_a_glue_failed_rule_matches(wap, aws):
     body = json.loads(message["Body"])
     assert body["detail-type"] == "WAP Audit Failed"
     assert body["detail"]["numRulesFailed"] == 1 and body["detail"]["branch"] == report.branch
+    assert body["detail"]["staged_snapshot"] == report.staged_snapshot
