@@ -5975,25 +5975,18 @@ def ledger_row(report):
 
 
 def record_run(report, p, ledger=None):
-    """Append the run to the ledger. Bad input writes nothing new: its row is recorded only in a
-    ledger that already exists. `ledger`: what the run has read of it already."""
+    """Append the run to the ledger; returns the ledger written to, or None. Bad input writes
+    nothing new: its row is recorded only in a ledger that already exists. `ledger`: what the run
+    has read of it already."""
     from pyspark.sql import SparkSession
     spark = SparkSession.getActiveSession()
     if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
-        return  # the run ended before it had a session with the catalog
+        return None  # the run ended before it had a session with the catalog
     ledger = ledger or Ledger.of(spark, p)
     if report.exit_code == EXIT_BAD_INPUT and not ledger.exists():
-        return
+        return None
     ledger.record([ledger_row(report)])
-
-
-def maintain_ledger(p, ledger=None):
-    """The ledger's upkeep after this run's row, if the run has a session and a ledger."""
-    spark = active_session()
-    if spark is not None and spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
-        ledger = ledger or Ledger.of(spark, p)
-        if ledger.exists():
-            ledger.maintain()
+    return ledger
 
 
 def summary_table(report):
@@ -6472,8 +6465,10 @@ def finish(report, p, ledger=None, history=None):
     if p is None or p.dry_run:  # a dry run writes nothing, not even its error
         return
     with timed(report, "ledger"):  # part of the protocol for a publish: before the exit, always
-        side_effect("run ledger", lambda: record_run(report, p, ledger))
-        side_effect("run ledger upkeep", lambda: maintain_ledger(p, ledger))
+        written = []
+        side_effect("run ledger", lambda: written.append(record_run(report, p, ledger)))
+        if written and written[0] is not None:  # the upkeep of the ledger just written to
+            side_effect("run ledger upkeep", written[0].maintain)
     files = p.report_path and report.status is not Status.ALREADY_PUBLISHED
     spark = active_session()
     with timed(report, "report"):
