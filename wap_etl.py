@@ -683,8 +683,8 @@ RECORDING_KINDS = ("stat", "row_count", "sql", "profile")
 # Statistics of one column, computed in the same pass as the row checks (distinct_count and
 # unique_fraction group the column in a job of their own). Approximate ones say so in the report.
 STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "distinct_count",
-         "null_fraction", "min_length", "max_length", "unique_fraction", "variance", "entropy",
-         "unique_value_ratio", "correlation", "column_count")
+         "null_fraction", "completeness", "min_length", "max_length", "unique_fraction", "variance",
+         "entropy", "unique_value_ratio", "correlation", "column_count")
 APPROXIMATE_STATS = ("median", "quantile")
 NUMERIC_STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "variance",
                  "correlation")
@@ -791,6 +791,8 @@ class Check:
     path: str = None  # file rules: the files at or under this location (else the batch's own)
     compare_path: str = None  # file_match: the files whose contents must match these
     algorithm: str = None  # file_match: the checksums' hash algorithm
+    select: "FileSelection" = None  # file rules: which of the files they read (newest, path regex)
+    match_file_name: bool = False  # file_match with compare_path: files paired by name, not content only
 
     @property
     def row_level(self):
@@ -811,7 +813,8 @@ class Check:
     def measures(self):
         """stat and anomaly checks compute a statistic of the batch in the row pass (not a count of
         rows or columns, not one grouped)."""
-        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS + ("column_count", "row_count")
+        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS + ("column_count", "row_count",
+                                                                                       "sql")
 
 
 def is_number(value):
@@ -850,8 +853,9 @@ class Spec:
                   f"{key} must be a non-empty list of column names")
         return cols
 
-    def bounds(self, kinds_ok, what):
-        """min/max (exclusive where asked), or a condition; none for a metric only recorded."""
+    def bounds(self, kinds_ok, what, dynamic=True):
+        """min/max (exclusive where asked), or a condition; none for a metric only recorded.
+        `dynamic`: whether the values may be dynamic (a metric with a history in the ledger)."""
         spec, c = self.spec, self.check
         if c.action == RECORD:
             self.need(not (BOUNDS | {"condition"}) & spec.keys(), "a recorded metric takes no condition, min or max")
@@ -863,6 +867,7 @@ class Spec:
             self.need(c.condition is not None, message)
             self.need(all(kinds_ok(v) for v in c.condition.values if not isinstance(v, tuple)),
                       f"condition values must be {what}")
+            self.need(dynamic or not c.condition.dynamic, f"condition values must be {what}, not dynamic")
             return
         self.need("min" in spec or "max" in spec, "needs min and/or max")
         for bound in ("min", "max"):
@@ -1047,8 +1052,13 @@ def parse_anomaly(s):
     c = s.check
     c.metric = s.spec["metric"]
     stat, _, column = str(c.metric).partition(":")
-    s.need(isinstance(c.metric, str) and (c.metric in ("row_count", "column_count") or stat in STATS and column),
-           f"metric must be row_count, column_count or <stat>:<column> with a stat of {', '.join(STATS)}")
+    s.need(isinstance(c.metric, str) and (c.metric in ("row_count", "column_count", "sql") or stat in STATS and column),
+           f"metric must be row_count, column_count, sql (with query) or <stat>:<column> with a stat of "
+           f"{', '.join(STATS)}")
+    s.need((c.metric == "sql") == ("query" in s.spec), "query goes with metric sql, and only with it")
+    if c.metric == "sql":
+        c.query = s.text("query", "a SQL query")
+        s.need(not c.where, "where does not apply to metric sql: put the condition in the query")
     c.stat, c.column = (stat, column) if column else (c.metric, None)
     if STAT_COLUMNS.get(c.stat) == 2:  # correlation:a,b
         c.columns = column.split(",")
@@ -1121,11 +1131,47 @@ def location(path):
 
 
 def parse_file_path(s, key="path"):
-    """path (optional): a file or folder, local or s3:// (the file rules read no other)."""
+    """path (optional): a file or folder, local or s3:// (the file rules read no other); and which
+    of its files: recent_files (the newest n), uri_regex (paths it finds), filter_order."""
     if key in s.spec:
         path = location(s.text(key, "a file or folder path"))
         s.need(path.startswith(("file:", "s3://")), f"{key} must be a local path or s3://bucket/key")
         setattr(s.check, key, path)
+    if key != "path" or not FILE_SELECTION & s.spec.keys():
+        return
+    recent, regex = s.spec.get("recent_files"), s.spec.get("uri_regex")
+    order = s.spec.get("filter_order", list(FILE_SELECTION_ORDER))
+    s.need(recent is None or is_count(recent, 1), "recent_files must be a whole number >= 1")
+    s.need(regex is None or isinstance(regex, str) and regex, "uri_regex must be a regular expression")
+    try:
+        re.compile(regex or "")
+    except re.error as e:
+        s.need(False, f"uri_regex {regex!r} is not a regular expression ({e})")
+    s.need(isinstance(order, list) and all(isinstance(x, str) for x in order)
+           and sorted(order) == sorted(FILE_SELECTION_ORDER),
+           f"filter_order must list {' and '.join(FILE_SELECTION_ORDER)}, in the order to apply them")
+    s.check.select = FileSelection(recent, regex, tuple(order))
+
+
+FILE_SELECTION_ORDER = ("recent_files", "uri_regex")  # Glue's default order
+FILE_SELECTION = {"recent_files", "uri_regex", "filter_order"}
+
+
+@dataclass(frozen=True)
+class FileSelection:
+    """Which of a location's files a file rule reads: the `recent` newest, those whose path
+    `uri_regex` finds (re.search), applied in `order`."""
+    recent: int = None
+    uri_regex: str = None
+    order: tuple = FILE_SELECTION_ORDER
+
+    def apply(self, files):
+        for step in self.order:
+            if step == "recent_files" and self.recent is not None:
+                files = sorted(files, key=lambda f: (-f.modified, f.path))[:self.recent]
+            elif step == "uri_regex" and self.uri_regex is not None:
+                files = [f for f in files if re.search(self.uri_regex, f.path)]
+        return files
 
 
 def file_time(text, now):
@@ -1170,7 +1216,7 @@ def parse_file_freshness(s):
 def parse_file_size(s):
     """min/max or a condition in bytes, on each file's size."""
     parse_file_path(s)
-    s.bounds(is_count, "a whole number of bytes >= 0")
+    s.bounds(is_count, "a whole number of bytes >= 0", dynamic=False)
 
 
 def parse_file_uniqueness(s):
@@ -1190,7 +1236,10 @@ def parse_file_match(s):
     if "compare_path" in s.spec:
         s.need("algorithm" not in s.spec, "algorithm goes with checksums")
         parse_file_path(s, "compare_path")
+        c.match_file_name = s.spec.get("match_file_name", False)
+        s.need(isinstance(c.match_file_name, bool), "match_file_name must be true or false")
         return
+    s.need("match_file_name" not in s.spec, "match_file_name goes with compare_path")
     sums = s.spec["checksums"]
     s.need(isinstance(sums, list) and sums and all(isinstance(x, str) and re.fullmatch(r"[0-9A-Fa-f]+", x)
                                                    for x in sums), "checksums must be a list of hex digests")
@@ -1373,7 +1422,7 @@ def validate_checks_against(spark, checks, df, t):
             validate_relationship(spark, c, label, df, t)
         elif c.check in MATCH_KINDS:
             validate_reference(spark, c, label, df, t)
-        if c.check == "sql":
+        if c.query:
             main = spark.table(t.sql) if table_exists(spark, t) else df.limit(0)
             try:
                 table = main.unionByName(df, allowMissingColumns=True)
@@ -1782,6 +1831,8 @@ class _Parser:
             raise _error(first, "a ruleset starts with Metadata, DataSources, variables, DefaultLabels, "
                                 f"'Rules = [' or 'Analyzers = [', found {_describe(first)}")
         checks = self.rules() if first.text == "Rules" else []
+        if not checks and first.text == "Rules" and self.peek().text != "Analyzers":
+            raise _error(self.tokens[self.i - 1], "a ruleset needs at least one rule")
         if self.peek().text == "Analyzers":
             checks += self.analyzers()
             if not checks:
@@ -1796,21 +1847,19 @@ class _Parser:
         return checks
 
     def rules(self):
-        """Rules = [ rule, ... ]"""
+        """Rules = [ rule, ... ], empty only before Analyzers (checked by the caller)."""
         return self.bracketed("Rules", self.top_rule)
 
     def analyzers(self):
         """Analyzers = [ analyzer, ... ]: metrics recorded in the ledger, never a verdict."""
-        return [check for group in self.bracketed("Analyzers", self.analyzer, empty_ok=True) for check in group]
+        return [check for group in self.bracketed("Analyzers", self.analyzer) for check in group]
 
-    def bracketed(self, name, item, empty_ok=False):
-        """name = [ item, ... ]; Rules = [ ] is refused (a ruleset that checks nothing)."""
+    def bracketed(self, name, item):
+        """name = [ item, ... ] or name = [ ] (the caller refuses a ruleset that checks nothing)."""
         self.expect(name)
         self.expect("=")
         self.expect("[")
         if self.at("]"):
-            if not empty_ok:
-                raise _error(self.peek(), "a ruleset needs at least one rule")
             self.take()
             return []
         items = [item()]
@@ -1994,8 +2043,14 @@ class _Parser:
                                            "not", "in", "matches") else None
         where = threshold = labels = None
         tags = {}
-        while self.at("where", "with", "labels"):   # the grammar's order: where, labels, with
+        order = ("where", "labels", "with")  # the grammar's: condition? where? labels? with*
+        last = -1
+        while self.at(*order):
             word = self.take()
+            if order.index(word.text.lower()) < last:
+                raise _error(word, f"'{word.text}' goes before '{order[last]}': a rule is "
+                                   "<rule> <condition> where ... labels = [...] with ...")
+            last = order.index(word.text.lower())
             if word.text.lower() == "labels" and labels is None:
                 labels = self.labels()
                 continue
@@ -2157,7 +2212,8 @@ class _Parser:
             self.expect(")")
             kinds = [_kind_of(a) for a in args]
             if kinds != _FUNCTIONS[tok.text][0] or (tok.text == "last" and not (
-                    args[0][0] == "num" and is_count(args[0][1], 1) and args[0][1] <= MAX_LOOKBACK)):
+                    args[0][0] == "num" and is_count(args[0][1], 1) and args[0][1] <= MAX_LOOKBACK)) or (
+                    tok.text == "percentile" and not (args[1][0] == "num" and 0 <= args[1][1] <= 1)):
                 raise _error(tok, f"{tok.text}() takes {_FUNCTIONS[tok.text][2]}")
             return "call", tok.text, args
         raise _error(tok, f"expected a number but found {_describe(tok)}")
@@ -2171,7 +2227,9 @@ _FUNCTIONS = {"last": (["number"], "list", f"a whole number of runs from 1 to {M
               "max": (["list"], "number", "a list: last(k)"),
               "sum": (["list"], "number", "a list: last(k)"),
               "std": (["list"], "number", "a list: last(k)"),
-              "index": (["list", "number"], "number", "a list and a position: index(last(k), 0)")}
+              "index": (["list", "number"], "number", "a list and a position: index(last(k), 0)"),
+              "percentile": (["list", "number"], "number",
+                             "a list and a fraction from 0 to 1: percentile(last(k), 0.9)")}
 
 
 def _kind_of(expr):
@@ -2222,6 +2280,12 @@ def evaluate_dynamic(expr, history):
         return None
     if name == "index":
         return values[args[1]] if isinstance(args[1], int) and 0 <= args[1] < len(values) else None
+    if name == "percentile":  # linear between the two nearest ranks, as Spark's percentile
+        if args[1] is None or not 0 <= args[1] <= 1:
+            return None
+        ranked, at = sorted(values), args[1] * (len(values) - 1)
+        low = math.floor(at)
+        return ranked[low] + (ranked[min(low + 1, len(ranked) - 1)] - ranked[low]) * (at - low)
     return {"avg": statistics.fmean, "min": min, "max": max, "sum": math.fsum,
             "std": statistics.pstdev}[name](values)
 
@@ -2299,8 +2363,6 @@ def _bounds(rule, complement=False):
         if a.kind not in ("num", "dyn"):
             raise _error(a.tok, f"expected a number, found {_describe(a.tok)}")
     if any(a.kind == "dyn" for a in cond.args):
-        if complement:
-            raise _error(rule.cond.tok, f"dynamic values on {rule.tok.text} are not supported")
         return {"condition": {"op": cond.op, "values": [dynamic_text(a.value) if a.kind == "dyn" else a.value
                                                         for a in cond.args]}}
     values = [a.value for a in cond.args]
@@ -2340,8 +2402,12 @@ def _is_complete(rule):
 
 def _completeness(rule):
     # Completeness = non-NULL rows / rows, so ">= t" is exactly not_null failing at most 1 - t
-    # of the rows; any other condition bounds null_fraction = 1 - completeness instead.
-    column, b = _columns(rule), _bounds(rule, complement=True)
+    # of the rows; any other condition bounds null_fraction = 1 - completeness instead, and a
+    # dynamic one is on the completeness itself (its history is of completeness).
+    column = _columns(rule)
+    if rule.cond is not None and any(a.kind == "dyn" for a in rule.cond.args):
+        return _stat(column, "completeness", _bounds(rule))
+    b = _bounds(rule, complement=True)
     if "condition" in b:
         return _stat(column, "null_fraction", b)
     if set(b) == {"min"} or b == {"min": 1, "max": 1}:
@@ -2659,6 +2725,37 @@ def _path(paths):
     return {"path": paths[0]} if paths else {}
 
 
+_SELECTION_TAGS = {"recentFiles": "recent_files", "uriRegex": "uri_regex"}
+
+
+def _source(rule, paths):
+    """A file rule's location and its file selection tags: with recentFiles = 3, with uriRegex =
+    "\\.csv$", with filterOrder in ["uriRegex", "recentFiles"] (the grammar's list form)."""
+    spec = _path(paths)
+    for name, cond in rule.tags.items():
+        value = cond.args[0]
+        if name == "recentFiles":
+            n = value.value if value.kind == "num" else int(value.value) if value.kind == "str" \
+                and re.fullmatch(r"[0-9]+", value.value) else None
+            if cond.op != "=" or not is_count(n, 1):
+                raise _error(cond.tok, "recentFiles = a whole number of files >= 1")
+            spec["recent_files"] = n
+        elif name == "uriRegex":
+            if cond.op != "=" or value.kind != "str" or not value.value:
+                raise _error(cond.tok, 'uriRegex = "a regular expression"')
+            try:
+                re.compile(value.value)
+            except re.error as e:
+                raise _error(value.tok, f"uriRegex is not a regular expression ({e})") from None
+            spec["uri_regex"] = value.value
+        elif name == "filterOrder":
+            order = [a.value for a in cond.args]
+            if cond.op != "in" or not all(isinstance(x, str) for x in order) or sorted(order) != sorted(_SELECTION_TAGS):
+                raise _error(cond.tok, 'filterOrder in ["recentFiles", "uriRegex"], in the order to apply them')
+            spec["filter_order"] = [_SELECTION_TAGS[x] for x in order]
+    return spec
+
+
 def _now_text(sql):
     """now() as a time value's text, from the SQL the operand parser made of it."""
     m = re.fullmatch(r"\(?current_timestamp\(\)(?: ([+-]) INTERVAL (\d+) (\w+)\))?", sql)
@@ -2674,7 +2771,7 @@ def _file_freshness(rule):
         if text is None or file_time(text, 0) is None:
             raise _error(a.tok, 'compare with now(), (now() - 24 hours), a date "YYYY-MM-DD" or a time "21:45"')
         values.append(text)
-    return {"check": "file_freshness", **_path(_file_paths(rule)), "condition": {"op": cond.op, "values": values}}
+    return {"check": "file_freshness", **_source(rule, _file_paths(rule)), "condition": {"op": cond.op, "values": values}}
 
 
 def _file_size(rule):
@@ -2685,30 +2782,36 @@ def _file_size(rule):
             raise _error(a.tok, "expected a size such as 10 MB (units: B, KB, MB, GB, TB)")
     values = [a.value for a in cond.args]
     bounds = {"condition": {"op": cond.op, "values": values}} if cond.op in _CONDITION_OPS else _range(cond.op, values)
-    return {"check": "file_size", **_path(_file_paths(rule)), **bounds}
+    return {"check": "file_size", **_source(rule, _file_paths(rule)), **bounds}
 
 
 def _file_uniqueness(rule):
     # The share of files whose content no other file of the set has.
-    if rule.cond is not None and any(a.kind == "dyn" for a in rule.cond.args):
-        raise _error(rule.cond.tok, "dynamic values on FileUniqueness are not supported")
-    return {"check": "file_uniqueness", **_path(_file_paths(rule)), **_bounds(rule)}
+    return {"check": "file_uniqueness", **_source(rule, _file_paths(rule)), **_bounds(rule)}
 
 
 def _file_match(rule):
     # Two paths: the same contents on both sides. One or none: every file's checksum in the list.
     paths = _file_paths(rule, most=2)
-    algorithm = rule.tags.get("hashAlgorithm")
+    algorithm, by_name = rule.tags.get("hashAlgorithm"), rule.tags.get("matchFileName")
     if len(paths) == 2:
         _no_condition(rule)
         if algorithm:
             raise _error(algorithm.tok, "hashAlgorithm goes with checksums")
-        return {"check": "file_match", "path": paths[0], "compare_path": paths[1]}
+        spec = {"check": "file_match", **_source(rule, paths[:1]), "compare_path": paths[1]}
+        if by_name:
+            value = by_name.args[0]
+            if by_name.op != "=" or value.kind != "str" or value.value.lower() not in ("true", "false"):
+                raise _error(by_name.tok, 'matchFileName = "true" or "false"')
+            spec["match_file_name"] = value.value.lower() == "true"
+        return spec
+    if by_name:
+        raise _error(by_name.tok, "matchFileName goes with two paths")
     cond = _condition(rule, ("in",))
     for a in cond.args:
         if a.kind != "str" or not re.fullmatch(r"[0-9A-Fa-f]+", a.value):
             raise _error(a.tok, "a checksum is a quoted hex digest")
-    spec = {"check": "file_match", **_path(paths), "checksums": [a.value for a in cond.args]}
+    spec = {"check": "file_match", **_source(rule, paths), "checksums": [a.value for a in cond.args]}
     if algorithm:
         value = algorithm.args[0]
         if algorithm.op != "=" or value.kind != "str" or value.value not in HASH_ALGORITHMS:
@@ -2717,8 +2820,10 @@ def _file_match(rule):
     return spec
 
 
-# DetectAnomalies' metrics: the statistic each rule measures, and how many columns it names.
+# DetectAnomalies' metrics: the statistics each rule measures (Glue's for ColumnLength and
+# ColumnValues: the shortest and longest value, the smallest and largest), how many columns it names.
 _ANOMALY_METRICS = {"RowCount": ("row_count", 0), "ColumnCount": ("column_count", 0),
+                    "ColumnLength": (("min_length", "max_length"), 1), "ColumnValues": (("min", "max"), 1),
                     "Completeness": ("null_fraction", 1), "Uniqueness": ("unique_fraction", 1),
                     "Mean": ("mean", 1), "Sum": ("sum", 1), "StandardDeviation": ("stddev_pop", 1),
                     "Entropy": ("entropy", 1), "DistinctValuesCount": ("distinct_count", 1),
@@ -2727,16 +2832,22 @@ _ANOMALY_METRICS = {"RowCount": ("row_count", 0), "ColumnCount": ("column_count"
 
 def _detect_anomalies(rule):
     # The metric against its history in the run ledger (the anomaly check); Completeness as the
-    # null fraction, whose distance from the median is the same.
+    # null fraction, whose distance from the median is the same. Two metrics: both (a composite).
     _no_condition(rule)
     names = [p.value if p.kind == "string" else p.text for p in rule.params]
+    if names and names[0].lower() == "customsql":
+        if len(rule.params) != 2 or rule.params[1].kind != "string":
+            raise _error(rule.tok, 'DetectAnomalies "CustomSql" takes one quoted SQL statement')
+        return {"check": "anomaly", "metric": "sql", "query": _batch_alias(names[1])}
     if not names or names[0] not in _ANOMALY_METRICS:
         raise _error(rule.params[0] if rule.params else rule.tok,
-                     f"DetectAnomalies takes a rule name: {', '.join(_ANOMALY_METRICS)}")
-    stat, arity = _ANOMALY_METRICS[names[0]]
+                     f"DetectAnomalies takes a rule name: {', '.join(_ANOMALY_METRICS)}, CustomSql")
+    stats, arity = _ANOMALY_METRICS[names[0]]
     if len(names) - 1 != arity or not all(names[1:]):
         raise _error(rule.tok, f"DetectAnomalies \"{names[0]}\" takes {arity} column name(s)")
-    return {"check": "anomaly", "metric": f"{stat}:{','.join(names[1:])}" if arity else stat}
+    checks = [{"check": "anomaly", "metric": f"{stat}:{','.join(names[1:])}" if arity else stat}
+              for stat in ((stats,) if isinstance(stats, str) else stats)]
+    return checks[0] if len(checks) == 1 else {"check": "composite", "op": "and", "rules": checks}
 
 
 _HANDLERS = {
@@ -2761,12 +2872,16 @@ _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Unique
              "IsPrimaryKey", "ColumnValues", "DataFreshness", "Variance", "Entropy",
              "UniqueValueRatio", "ColumnCorrelation"}
 _THRESHOLD_OK = {"ColumnValues", "ColumnDataType", "FileFreshness", "FileSize"}
-_TAGS = {"FileMatch": ("hashAlgorithm",)}  # with <tag> = "value", besides with threshold
+# with <tag> = "value" (or in [...]), besides with threshold
+_TAGS = {"FileFreshness": ("recentFiles", "uriRegex", "filterOrder"), "FileSize": ("recentFiles", "uriRegex", "filterOrder"),
+         "FileUniqueness": ("recentFiles", "uriRegex", "filterOrder"),
+         "FileMatch": ("hashAlgorithm", "matchFileName", "recentFiles", "uriRegex", "filterOrder")}
 _SECTION_KEYS = {"Metadata": ("Version",), "DataSources": ("Primary", "AdditionalDataSources")}
 
 
 def _recorded(stat, columns=1):
-    """An analyzer of one statistic of `columns` columns (0: of the table, None: one or more)."""
+    """An analyzer of a statistic (or a tuple of them) of `columns` columns (0: of the table,
+    None: one or more)."""
     def specs(rule):
         if columns == 0:
             if rule.params:
@@ -2775,13 +2890,10 @@ def _recorded(stat, columns=1):
         names = _columns(rule, one=columns == 1)
         if columns not in (1, None) and len(names) != columns:
             raise _error(rule.tok, f"{rule.tok.text} takes {columns} columns, got {len(names)}")
+        if isinstance(stat, tuple):
+            return [{**_stat(names, one, {}), "part": one} for one in stat]
         return [_stat(names, stat, {})]
     return specs
-
-
-def _column_length_analyzer(rule):
-    column = _columns(rule)
-    return [{**_stat(column, stat, {}), "part": stat} for stat in ("min_length", "max_length")]
 
 
 def _custom_sql_analyzer(rule):
@@ -2795,9 +2907,9 @@ _ANALYZERS = {
     "RowCount": _recorded("row_count", 0), "ColumnCount": _recorded("column_count", 0),
     "Completeness": _recorded("null_fraction"), "Uniqueness": _recorded("unique_fraction", None),
     "Mean": _recorded("mean"), "Sum": _recorded("sum"), "StandardDeviation": _recorded("stddev_pop"),
-    "Variance": _recorded("variance"), "Entropy": _recorded("entropy"),
+    "Variance": _recorded("variance"), "Entropy": _recorded("entropy"), "ColumnValues": _recorded(("min", "max")),
     "DistinctValuesCount": _recorded("distinct_count", None), "UniqueValueRatio": _recorded("unique_value_ratio"),
-    "ColumnCorrelation": _recorded("correlation", 2), "ColumnLength": _column_length_analyzer,
+    "ColumnCorrelation": _recorded("correlation", 2), "ColumnLength": _recorded(("min_length", "max_length")),
     "CustomSql": _custom_sql_analyzer,
     "AllStatistics": lambda rule: [{"check": "profile", "column": _columns(rule)}]}
 
@@ -3629,6 +3741,7 @@ class Ledger:
         if files >= LEDGER_MAX_FILES:
             self.spark.sql(f"{call}.rewrite_data_files(table => {name}, "
                            "options => map('min-input-files', '2'))").collect()
+            fault_point("ledger_upkeep")
         if table.operations().current().snapshots().size() >= LEDGER_MAX_SNAPSHOTS:
             older = datetime.fromtimestamp(time.time() - LEDGER_SNAPSHOT_AGE_S, timezone.utc)
             self.spark.sql(f"{call}.expire_snapshots(table => {name}, "
@@ -4341,7 +4454,8 @@ def fail_metric(c):
 
 
 def stat_metric(c):
-    return metric_name("stat", c.stat, c.q, c.columns or [c.column], c.where)
+    stat = "null_fraction" if c.stat == "completeness" else c.stat  # one count of NULLs for both
+    return metric_name("stat", stat, c.q, c.columns or [c.column], c.where)
 
 
 def key_bound(c, j, side):
@@ -4371,6 +4485,7 @@ def stat_aggregate(c):
             "median": lambda: F.percentile_approx(number, 0.5, PERCENTILE_ACCURACY),
             "quantile": lambda: F.percentile_approx(number, c.q, PERCENTILE_ACCURACY),
             "null_fraction": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
+            "completeness": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
             "min_length": lambda: F.min(F.length(value)), "max_length": lambda: F.max(F.length(value)),
             "variance": lambda: F.var_pop(number),  # Glue's, like its StandardDeviation: population
             "correlation": lambda: F.corr(number, (F.when(in_scope(c), col(c.columns[1])) if c.where
@@ -4386,10 +4501,13 @@ def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
     if c.check in MATCH_KINDS:
         return match_metric_key(c)
+    if c.check == "file_uniqueness":  # the files it reads: the location and which of its files
+        chosen = "" if c.select is None else ":" + hashlib.sha1(repr(c.select).encode()).hexdigest()[:12]
+        return f"file_uniqueness:{c.path or 'batch'}{chosen}"
     stat = f"quantile({c.q})" if c.stat == "quantile" else c.stat
-    if c.check in ("row_count", "sql"):
+    if c.check == "row_count" or c.query:
         stat = "row_count" if c.check == "row_count" else f"sql:{hashlib.sha1(c.query.encode()).hexdigest()[:12]}"
-    key = (stat if c.check in ("row_count", "sql") or c.stat in ("row_count", "column_count") else
+    key = (stat if c.check == "row_count" or c.query or c.stat in ("row_count", "column_count") else
            f"{stat}:{','.join(x.lower() for x in c.columns or [c.column])}")
     return f"{key} where {c.where}" if c.where else key
 
@@ -4413,6 +4531,8 @@ def measure(a, c):
     in_rows = a.in_rows(c)
     if c.stat == "row_count":
         return float(in_rows)
+    if c.stat == "sql":
+        return sql_value(a, c)[0]
     if c.stat == "column_count":
         return len(a.staged_df.columns)
     if c.stat in GROUPED_STATS:
@@ -4423,8 +4543,9 @@ def measure(a, c):
                 "unique_value_ratio": lambda: once / groups["values"] if groups["values"] else None,
                 "entropy": lambda: groups["entropy"] if in_rows else None}[c.stat]()
     value = a.row[stat_metric(c)]
-    if c.stat == "null_fraction":
-        return (value or 0) / in_rows if in_rows else None
+    if c.stat in ("null_fraction", "completeness"):  # both from the count of NULLs
+        share = (value or 0) / in_rows if in_rows else None
+        return share if share is None or c.stat == "null_fraction" else 1 - share
     return None if value is None else value if isinstance(value, int) else float(value)
 
 
@@ -4482,6 +4603,16 @@ def ledger_metric(row, key):
         value = next((v for k, v in metrics.items() if k.lower() == key.lower()), None)
     return float(row["rows_written"]) if value is None and key == "row_count" and row["rows_written"] \
         else value
+
+
+def history_value(row, c, key):
+    """A check's metric in a ledger row; a completeness also from the null fraction that the
+    Completeness analyzer and DetectAnomalies record."""
+    value = ledger_metric(row, key)
+    if value is None and c.stat == "completeness":
+        nulls = ledger_metric(row, "null_fraction:" + key.partition(":")[2])
+        value = None if nulls is None else 1 - nulls
+    return value
 
 
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally distributed values
@@ -4612,15 +4743,21 @@ def audit_dataset_match(a, c):
 
 
 def audit_sql(a, c):
-    """The query over {batch}, {table} (as it would be published) and {main} (before this run)."""
+    """The query's value within min/max or under its condition."""
+    value, why = sql_value(a, c)
+    return measured_as(c, check_result(c, None, a.total, observed=value, detail=why or outside_bounds(c, value)))
+
+
+def sql_value(a, c):
+    """(the value of the query over {batch}, {table} (as it would be published) and {main} (before
+    this run), why there is none)."""
     table = a.whole_table if a.whole_table is not None else read_snapshot(a.spark, a.t, a.staged_id)
     main = read_snapshot(a.spark, a.t, a.parent) if a.parent is not None else table.limit(0)
     with sql_views(a.spark, a.staged_df, table, main) as views:
         rows = sql_query(a.spark, c, f"check {c.name!r}", views).take(2)
-    value = float(rows[0][0]) if len(rows) == 1 and rows[0][0] is not None else None
-    detail = (f"the query returned {len(rows)} rows, expected one" if len(rows) != 1 else
-              "the query returned NULL" if value is None else outside_bounds(c, value))
-    return measured_as(c, check_result(c, None, a.total, observed=value, detail=detail))
+    if len(rows) != 1:
+        return None, f"the query returned {len(rows)} rows, expected one"
+    return (None, "the query returned NULL") if rows[0][0] is None else (float(rows[0][0]), None)
 
 
 def plain(value):
@@ -4924,10 +5061,14 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     if metrics is None and proof_snapshot is not None:
         proof = prove_from_metadata(spark, t, proof_snapshot, checks,
                                     [c for c in checks if c.check == "unique" and not c.where])
+    small = metrics is None and proof.total is not None and proof.total <= SMALL_BATCH_ROWS
+    if metrics is None and proof_snapshot is not None and not small:
         pushed = prove_by_pushdown(staged_df, checks, proof)
     scanned = [c for c in checks if c.name not in proof.proven and c.name not in pushed
                and not (c.check == "unique" and c.name in proof.keys)]
     aggs = row_metrics(checks if metrics is not None else scanned)
+    if small and len(aggs) > 1:  # a scan runs anyway: it gathers the keys too (else one collect does)
+        aggs += key_lists(staged_df, checks)
     if metrics is not None:
         row, how = metrics, "write"
     elif proof.total is not None and len(aggs) == 1:  # nothing left that needs a row: no scan
@@ -4973,7 +5114,7 @@ def with_history(c, ledger):
         return max(lookback(expr[2]), lookback(expr[3])) if expr[0] == "op" else 0
     runs = max(lookback(v) for v in c.condition.values if isinstance(v, tuple))
     key = metric_key(c)
-    history = [float(x) for x in (ledger_metric(r, key) for r in ledger.recent(runs, Status.PUBLISHED))
+    history = [float(x) for x in (history_value(r, c, key) for r in ledger.recent(runs, Status.PUBLISHED))
                if x is not None]
     values = [evaluate_dynamic(v, history) if isinstance(v, tuple) else v for v in c.condition.values]
     condition = None if any(v is None for v in values) else Condition(c.condition.op, values)
@@ -5079,14 +5220,14 @@ def audit_keys(a, c):
     bounds = a.proof.keys.get(c.name) or [(plain(a.row[key_bound(c, j, "lo")]), plain(a.row[key_bound(c, j, "hi")]))
                                           for j in range(len(c.columns))]
     return audit_unique(a.spark, a.t, c, a.staged_df, a.parent, a.in_rows(c), bounds, a.whole_table,
-                        a.row.get(null_key_metric(c)) or 0)
+                        a.row.get(null_key_metric(c)) or 0, a.row.get(key_list_metric(c)))
 
 
 def null_key_metric(c):
     return metric_name("nullkey", c.columns, c.where)
 
 
-def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None, null_keys=0):
+def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None, null_keys=0, gathered=None):
     """Duplicates within the batch, plus batch keys already on main; reads only the key columns.
     A primary_key also fails its rows with a NULL in the key (`null_keys`, counted in the row pass).
 
@@ -5114,7 +5255,7 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
         existing = existing.select(*[k.alias(n) for k, n in zip(keys, names)])
         if not existing.take(1):
             existing = None
-    if existing is None and whole_table is None and (keys_distinct_in_driver(batch_keys, total)
+    if existing is None and whole_table is None and (keys_distinct_in_driver(batch_keys, total, gathered)
                                                      or keys_distinct_by_bitmap(batch_keys, bounds, total)):
         return with_null_keys(check_result(c, null_keys, total), scope, not_null, null_keys)
     groups = batch_keys.groupBy(*names).agg(F.count("*").alias("n"))
@@ -5145,19 +5286,43 @@ EXACT_KEY_TYPES = ("IntegralType", "StringType", "DateType", "TimestampType", "T
                    "DecimalType", "BooleanType")  # equal in Python exactly when equal in Spark
 
 
-def keys_distinct_in_driver(batch_keys, rows):
+def keys_distinct_in_driver(batch_keys, rows, gathered=None):
     """True if a small batch's keys are provably distinct, compared in the driver: a daily batch
-    of a few rows costs one scan instead of a grouping's jobs. Floating-point keys (NaN, -0.0)
-    are left to Spark. False means "not proven", never "duplicate"."""
+    of a few rows costs one scan instead of a grouping's jobs (none when the shared pass
+    `gathered` them). Floating-point keys (NaN, -0.0) are left to Spark. False means "not proven",
+    never "duplicate"."""
     from pyspark.sql import types as T
     exact = tuple(getattr(T, k) for k in EXACT_KEY_TYPES)
     if rows > SMALL_BATCH_KEYS or not all(isinstance(f.dataType, exact) for f in batch_keys.schema.fields):
         return False
     try:
-        keys = [tuple(r) for r in batch_keys.collect()]
+        keys = [tuple(r) for r in (batch_keys.collect() if gathered is None else gathered)]
     except ValueError:  # a date or time outside Python's years 1..9999: left to Spark
         return False
     return len(set(keys)) == len(keys)
+
+
+SMALL_BATCH_ROWS = 10_000  # a staged batch this small is audited in the one scan: no pushdown reads
+PASS_KEY_TYPES = ("IntegralType", "StringType", "DecimalType", "BooleanType")  # Python holds any value
+
+
+def key_list_metric(c):
+    return metric_name("keys", c.columns, c.where)
+
+
+def key_lists(df, checks):
+    """unique, primary_key on a small batch: the keys in scope without a NULL part, gathered in the
+    shared pass, so proving them distinct costs no job of its own."""
+    from pyspark.sql import functions as F, types as T
+    types = {f.name.lower(): f.dataType for f in df.schema.fields}
+    exact = tuple(getattr(T, k) for k in PASS_KEY_TYPES)
+    out = []
+    for c in leaf_checks(checks):
+        if c.keyed and c.action != "drop" and all(isinstance(types.get(k.lower()), exact) for k in c.columns):
+            present = functools.reduce(lambda x, y: x & y, [col(k).isNotNull() for k in c.columns]) & in_scope(c)
+            out.append(F.collect_list(F.when(present, F.struct(*[col(k) for k in c.columns])))
+                       .alias(key_list_metric(c)))
+    return out
 
 
 BITMAP_MAX_SPAN_PER_ROW = 32  # bits of key range per batch row; sparser keys are grouped instead
@@ -5222,13 +5387,16 @@ def within(path, where):
     return path == where or path.startswith(where.rstrip("/") + "/")
 
 
-def rule_files(a, where):
+def rule_files(a, where, select=None):
     """The files a rule reads: the batch's source files at or under `where` (all of them when it
-    is None); when none of them is there, every file at the location itself."""
+    is None); when none of them is there, every file at the location itself; then those the
+    rule's selection keeps."""
     batch = [f for f in a.files if where is None or within(f, where)]
     files = stat_files(batch) if batch or where is None else files_at(where)
+    files = select.apply(files) if select else files
     if not files:
-        raise FileRuleError(f"no files at {where or 'the batch source'}")
+        raise FileRuleError(f"no files at {where or 'the batch source'}"
+                            + (" that the rule's recent_files and uri_regex select" if select else ""))
     return files
 
 
@@ -5288,7 +5456,7 @@ def audit_files(judge):
     """A file rule's judge, given its files; unreadable files fail the rule, saying why."""
     def judged(a, c):
         try:
-            return judge(a, c, rule_files(a, c.path))
+            return judge(a, c, rule_files(a, c.path, c.select))
         except Exception as e:
             if not isinstance(e, (FileRuleError, OSError)) and not type(e).__module__.startswith("botocore"):
                 raise
@@ -5323,8 +5491,8 @@ def audit_file_uniqueness(a, c, files):
     counts = Counter(keys.values())
     duplicates = [f for f in files if counts[keys[f.path]] > 1]
     ratio = round(1 - len(duplicates) / len(files), 6)
-    return check_result(c, None, len(files), observed=ratio, detail=outside_bounds(c, ratio),
-                        sample=[{"file": f.path, "size": f.size} for f in duplicates[:5]])
+    return measured_as(c, check_result(c, None, len(files), observed=ratio, detail=outside_bounds(c, ratio),
+                                       sample=[{"file": f.path, "size": f.size} for f in duplicates[:5]]))
 
 
 def audit_file_match(a, c, files):
@@ -5334,8 +5502,10 @@ def audit_file_match(a, c, files):
         sums = {f.path: file_digest(f.path, algorithm) for f in files}
         return per_file_result(c, files, [f for f in files if sums[f.path] not in c.values],
                                lambda f: {c.algorithm: sums[f.path]})
-    others = rule_files(a, c.compare_path)
+    others = rule_files(a, c.compare_path)  # all of them: the selection is of the rule's own files
     keys = content_keys(files + others)
+    if c.match_file_name:  # the same name with the same contents on both sides
+        keys = {path: (path.rsplit("/", 1)[-1], key) for path, key in keys.items()}
     mine, theirs = Counter(keys[f.path] for f in files), Counter(keys[f.path] for f in others)
     unmatched = [f for f in files + others if mine[keys[f.path]] != theirs[keys[f.path]]]
     return per_file_result(c, files + others, unmatched, lambda f: {"size": f.size})
@@ -5429,7 +5599,7 @@ KINDS = {
                          audit_relationship, decided_by="scan", reads="another table"),
     "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
                 where=False),
-    "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations"}), parse_anomaly, audit_anomaly,
+    "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations", "query"}), parse_anomaly, audit_anomaly,
                     statistic, reads="the run ledger"),
     "row_count_match": Kind(({"reference"}, MEASURE), parse_reference, audit_row_count_match,
                             decided_by="scan", reads="another table", where=False),
@@ -5444,13 +5614,14 @@ KINDS = {
     "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
     # recorded as the checks it stands for (expand_profiles, once the column's type is known)
     "profile": Kind(({"column"}, set()), parse_profile, judge=None),
-    "file_freshness": Kind(({"condition"}, {"path"}), parse_file_freshness, audit_files(audit_file_freshness),
+    "file_freshness": Kind(({"condition"}, {"path"} | FILE_SELECTION), parse_file_freshness, audit_files(audit_file_freshness),
                            decided_by="files", where=False),
-    "file_size": Kind((set(), BOUNDS | {"condition", "path"}), parse_file_size, audit_files(audit_file_size),
+    "file_size": Kind((set(), BOUNDS | {"condition", "path"} | FILE_SELECTION), parse_file_size, audit_files(audit_file_size),
                       decided_by="files", where=False),
-    "file_uniqueness": Kind((set(), BOUNDS | {"condition", "path"}), parse_file_uniqueness,
+    "file_uniqueness": Kind((set(), BOUNDS | {"condition", "path"} | FILE_SELECTION), parse_file_uniqueness,
                             audit_files(audit_file_uniqueness), decided_by="files", where=False),
-    "file_match": Kind((set(), {"path", "checksums", "algorithm", "compare_path"}), parse_file_match,
+    "file_match": Kind((set(), {"path", "checksums", "algorithm", "compare_path", "match_file_name"} | FILE_SELECTION),
+                       parse_file_match,
                        audit_files(audit_file_match), decided_by="files", where=False),
 }
 CHECK_PARAMS = {name: kind.params for name, kind in KINDS.items()}
@@ -5839,6 +6010,7 @@ class GlueResult:
     StartedOn: str
     CompletedOn: str
     RuleResults: list
+    AnalyzerResults: list = field(default_factory=list)  # record checks (analyzers): metrics, no verdict
     JobName: str = None
     JobRunId: str = None
 
@@ -5871,7 +6043,7 @@ GLUE_STATS = {"row_count": "RowCount", "mean": "Mean", "sum": "Sum", "stddev_pop
               "variance": "Variance", "distinct_count": "DistinctValuesCount", "unique_fraction": "Uniqueness",
               "entropy": "Entropy", "unique_value_ratio": "UniqueValueRatio", "min_length": "MinimumLength",
               "max_length": "MaximumLength", "column_count": "ColumnCount", "correlation": "ColumnCorrelation",
-              "null_fraction": "Completeness"}
+              "null_fraction": "Completeness", "completeness": "Completeness", "min": "Minimum", "max": "Maximum"}
 
 
 def glue_metrics(c, r):
@@ -5930,20 +6102,33 @@ def glue_rule_result(c, spec, r):
                           EvaluatedRule=evaluated, Labels=dict(r.get("labels") or {}))
 
 
-def glue_dq_result(report, p):
-    """The run's check results in Glue Data Quality's result shape; None before any check ran. The
-    checks are parsed again from the run's specs (deterministic), to pair each result with its rule."""
+def glue_dq_result(report, p, checks=None):
+    """The run's check results in Glue Data Quality's result shape; None before any check ran.
+    `checks`: those the run audited (profiles expanded, a merge's own key check added); the specs
+    they came from give each its rule text, and a check of the job's own is shown as its JSON.
+    Recorded checks (analyzers) are AnalyzerResults, outside the score, as Glue keeps them."""
     if not report.checks or p is None:
         return None
     specs = list(p.checks)
-    by_name = {c.name: (c, spec) for c, spec in zip(parse_checks(specs), specs)}
-    rules = [asdict(glue_rule_result(*by_name[r["name"]], r)) for r in report.checks if r["name"] in by_name]
+    written = {c.name: spec for c, spec in zip(parse_checks(specs), specs)}
+    by_name = {c.name: (c, written.get(c.name) or spec_of(c)) for c in checks or parse_checks(specs)}
+    entries = [(r, glue_rule_result(*by_name[r["name"]], r)) for r in report.checks if r["name"] in by_name]
+    rules = [asdict(e) for r, e in entries if r["action"] != RECORD]
+    analyzers = [{"Name": e.Name, "Description": e.Description, "EvaluationMessage": r.get("detail"),
+                  "EvaluatedMetrics": e.EvaluatedMetrics} for r, e in entries if r["action"] == RECORD]
     passed = sum(1 for r in rules if r["Result"] == "PASS")
     return asdict(GlueResult(
         ResultId=report.run_id, RulesetName=report.table, EvaluationContext=report.table,
         Score=round(passed / len(rules), 6) if rules else None, StartedOn=report.started_at,
-        CompletedOn=report.finished_at, RuleResults=rules,
+        CompletedOn=report.finished_at, RuleResults=rules, AnalyzerResults=analyzers,
         JobName=p.glue_args.get("JOB_NAME"), JobRunId=p.glue_args.get("JOB_RUN_ID")))
+
+
+def spec_of(c):
+    """A check as the JSON spec that would make it: its kind's parameters that are set."""
+    required, optional = CHECK_PARAMS[c.check]
+    return {"check": c.check, **{k: getattr(c, k) for k in sorted(required | optional)
+                                 if getattr(c, k, None) is not None and getattr(c, k) is not False}}
 
 
 def ledger_row(report):
@@ -6450,11 +6635,11 @@ def render_status_html(status, history):
     return _page(f'Status: {status.get("table")}', "".join(body))
 
 
-def finish(report, p, ledger=None, history=None):
+def finish(report, p, ledger=None, history=None, checks=None):
     """Log the report, then tell the outside world. The data is safe by now: a side channel that
     fails (no permission, endpoint down, timeout) is a warning, never a change of outcome."""
     report.finished_at = datetime.now(timezone.utc).isoformat()
-    side_effect("Glue-shaped results", lambda: setattr(report, "glue_dq", glue_dq_result(report, p)))
+    side_effect("Glue-shaped results", lambda: setattr(report, "glue_dq", glue_dq_result(report, p, checks)))
     if p is not None:  # before anything shows the report: log, ledger, files, alerts
         vars(report).update({k: scrubbed(v, p.secrets) for k, v in vars(report).items()
                              if k not in IDENTITY_FIELDS})
@@ -6629,6 +6814,22 @@ def glue_event_detail(report):
             **{f"rules{k}": v for k, v in counts.items()}, "ruleResults": rules}
 
 
+EVENT_MAX_BYTES = 250_000  # EventBridge takes entries up to 256 KB; the rest is the entry's envelope
+
+
+def fitted_detail(detail):
+    """The detail as JSON within EventBridge's size limit: with every rule result if they fit, else
+    the failed ones, else none; `ruleResultsOmitted` says how many were left out (the run's report
+    and ledger hold them all)."""
+    rules = detail.get("ruleResults") or []
+    for kept in (rules, [r for r in rules if r["Result"] != "PASS"], []):
+        text = json.dumps({**detail, "ruleResults": kept,
+                           **({"ruleResultsOmitted": len(rules) - len(kept)} if len(kept) < len(rules) else {})})
+        if len(text.encode()) <= EVENT_MAX_BYTES:
+            return text
+    return text
+
+
 EVENT_TYPES = {Status.PUBLISHED: "WAP Published", Status.AUDIT_FAILED: "WAP Audit Failed"}
 
 
@@ -6642,7 +6843,7 @@ def put_event(report, bus_name):
                  if report.status is Status.AUDIT_FAILED else {}),
               **glue_event_detail(report)}
     answer = boto3.client("events").put_events(Entries=[{
-        "Source": "wap_etl", "DetailType": EVENT_TYPES[report.status], "Detail": json.dumps(detail),
+        "Source": "wap_etl", "DetailType": EVENT_TYPES[report.status], "Detail": fitted_detail(detail),
         "EventBusName": bus_name}])
     if answer.get("FailedEntryCount"):
         raise RuntimeError(f"EventBridge refused the event: {answer['Entries']}")
@@ -6650,7 +6851,8 @@ def put_event(report, bus_name):
 
 def fault_point(step):
     """Test-only hooks, inert unless their environment variable is set. Steps: before_write,
-    write (after the write, before the guard), audit (after the audit, before publishing), publish.
+    write (after the write, before the guard), audit (after the audit, before publishing), publish,
+    ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step> with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
     appears there (at most 10 minutes), so a test can line real runs up at one point."""
@@ -6939,7 +7141,7 @@ def run(argv=None):
 def run_job(argv, scrubber):
     """The run, its parameters' secrets handed to the log's scrubber as soon as they are known."""
     report = RunReport(started_at=datetime.now(timezone.utc).isoformat())
-    p = glue_job = ledger = history = None
+    p = glue_job = ledger = history = checks = None
     outer_group = False  # no session yet: no job group to restore
     try:
         p = parse_params(argv)
@@ -6983,7 +7185,7 @@ def run_job(argv, scrubber):
         except Exception:
             pass
     report.exit_code = code
-    finish(report, p, ledger, history)
+    finish(report, p, ledger, history, checks)
     if outer_group is not False:  # the caller's job group, as it was before the run
         spark.sparkContext.setLocalProperty(JOB_GROUP, outer_group)
     if glue_job is not None and code == EXIT_OK:

@@ -39,3 +39,38 @@ def test_a_duplicate_key_in_a_small_batch_is_still_counted_exactly(wap):
     assert code == 3
     by = {r["name"]: r for r in report.checks}
     assert by["unique_id_name"]["passed"] and by["id"]["failing_rows"] == 2
+
+
+BENCH_CHECKS = [{"check": "not_null", "column": "id"}, {"check": "unique", "columns": ["id"]},
+                {"check": "accepted_values", "column": "status", "values": ["new", "paid"]},
+                {"check": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$"},
+                {"check": "expression", "expr": "amount >= 0"}, {"check": "row_count", "min": 1}]
+
+
+def daily(start, status="paid"):
+    return [{"id": start + i, "status": status if i else "new", "email": f"u{i}@x.io", "amount": float(i)}
+            for i in range(10)]
+
+
+def test_a_small_batch_is_audited_in_one_scan_without_pushdown_reads(wap, monkeypatch):
+    assert wap.run(daily(0), checks=BENCH_CHECKS)[0] == 0
+    code, report = wap.run(daily(100), checks=BENCH_CHECKS)
+    by = {r["name"]: r for r in report.checks}
+    assert code == 0 and by["accepted_values_status"]["decided_by"] == "scan"
+    small_jobs = report.spark_jobs["audit"]
+    monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # the large-batch path, for comparison
+    code, report = wap.run(daily(200), checks=BENCH_CHECKS)
+    assert code == 0 and {r["name"]: r for r in report.checks}["accepted_values_status"]["decided_by"] == "pushdown"
+    assert small_jobs < report.spark_jobs["audit"], (small_jobs, report.spark_jobs)
+
+
+def test_a_small_batch_scanned_once_still_counts_each_failure_exactly(wap):
+    assert wap.run(daily(0), checks=BENCH_CHECKS)[0] == 0
+    bad = daily(100, status="lost")
+    bad[3]["id"] = bad[4]["id"]
+    bad[5]["email"] = "nobody"
+    code, report = wap.run(bad, checks=BENCH_CHECKS)
+    by = {r["name"]: r for r in report.checks}
+    assert code == 3 and by["accepted_values_status"]["failing_rows"] == 9
+    assert by["unique_id"]["failing_rows"] == 2 and by["regex_email"]["failing_rows"] == 1
+    assert by["not_null_id"]["passed"] and by["expression"]["passed"]

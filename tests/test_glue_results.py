@@ -131,3 +131,34 @@ def test_failed_audit_sends_an_event_a_glue_failed_rule_matches(wap, aws):
     assert body["detail-type"] == "WAP Audit Failed"
     assert body["detail"]["numRulesFailed"] == 1 and body["detail"]["branch"] == report.branch
     assert body["detail"]["staged_snapshot"] == report.staged_snapshot
+
+
+def test_rule_results_list_the_check_the_job_adds_for_a_merge(wap):
+    code, report = wap.run([{"id": 1, "amount": 5.0}, {"id": 2, "amount": 6.0}], checks="Rules = [ RowCount > 5 ]",
+                           mode="merge", merge_keys="id")
+    names = [r["Name"] for r in report.glue_dq["RuleResults"]]
+    [added] = [r for r in report.glue_dq["RuleResults"] if r["Name"] == "unique_merge_keys"]
+    assert code == 3 and names == ["RowCount > 5", "unique_merge_keys"]
+    assert added["Result"] == "PASS" and added["Description"] == 'IsUnique "id"'
+    assert report.glue_dq["Score"] == 0.5
+
+
+def test_analyzers_are_analyzer_results_outside_the_score(wap):
+    code, report = wap.run(ROWS, checks='Rules = [ RowCount > 5 ] Analyzers = [ AllStatistics "amount" ]')
+    glue = report.glue_dq
+    assert code == 3 and [r["Name"] for r in glue["RuleResults"]] == ["RowCount > 5"] and glue["Score"] == 0.0
+    analyzers = {a["Name"]: a for a in glue["AnalyzerResults"]}
+    assert set(analyzers) == {f'AllStatistics "amount": {s}' for s in
+                              ("row_count", "null_fraction", "unique_fraction", "min", "max")}
+    assert analyzers['AllStatistics "amount": max']["EvaluatedMetrics"] == {"Column.amount.Maximum": 6.0}
+    assert analyzers['AllStatistics "amount": row_count']["EvaluatedMetrics"] == {"Dataset.*.RowCount": 3.0}
+
+
+def test_an_event_too_large_for_eventbridge_keeps_the_failed_rule_results():
+    rule = {"Name": "x" * 200, "Description": "d" * 300, "EvaluatedMetrics": {}, "Labels": {}}
+    rules = [dict(rule, Result="PASS", Name=f"{i}") for i in range(2000)] + [dict(rule, Result="FAIL")]
+    detail = json.loads(wap_etl.fitted_detail({"state": "FAILED", "ruleResults": rules}))
+    assert len(json.dumps(detail).encode()) <= wap_etl.EVENT_MAX_BYTES
+    assert [r["Result"] for r in detail["ruleResults"]] == ["FAIL"] and detail["ruleResultsOmitted"] == 2000
+    small = json.loads(wap_etl.fitted_detail({"state": "SUCCEEDED", "ruleResults": rules[:3]}))
+    assert small["ruleResults"] == rules[:3] and "ruleResultsOmitted" not in small

@@ -42,3 +42,26 @@ def test_ledger_old_snapshots_are_expired(wap, spark, monkeypatch):
     snapshots = ledger(spark, wap).operations().current().snapshots().size()
     assert snapshots <= 3
     assert spark.table(f"{wap.sql}_wap_runs").count() == 4
+
+
+def test_a_process_killed_right_after_the_ledger_compaction_loses_no_run(wap, spark):
+    import os
+    import subprocess
+    import sys
+    paths = run_batches(wap, 2)
+    newest = wap.csv([{"id": 2}])
+    # a real process, its compaction threshold lowered, killed once the compaction has committed
+    job = ("import sys, wap_etl; wap_etl.LEDGER_MAX_FILES = 2; "
+           f"sys.argv = ['wap_etl.py'] + {wap.args(newest, batch_id='b2', checks=[])!r}; wap_etl.main()")
+    env = dict(os.environ, WAP_SPARK_MASTER="local[1]", WAP_FAULT_AFTER="ledger_upkeep")
+    done = subprocess.run([sys.executable, "-c", job], cwd=os.path.dirname(wap_etl.__file__), env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 137, done.stderr[-2000:]
+    assert "killing the process" in done.stderr
+    assert wap.ids() == [0, 1, 2], "the killed run had published before its ledger upkeep"
+    for i, path in enumerate(paths + [newest]):
+        code, report = wap.run(path, batch_id=f"b{i}", checks=[])
+        assert code == 0 and report.status == "already_published", (i, report.status, report.error)
+    assert wap.ids() == [0, 1, 2]
+    runs = spark.table(f"{wap.sql}_wap_runs").filter("status = 'published'").select("batch_id").collect()
+    assert sorted({r["batch_id"] for r in runs}) == ["b0", "b1", "b2"]

@@ -1,0 +1,210 @@
+"""The last DQDL forms: dynamic values on Completeness and FileUniqueness, DetectAnomalies on
+ColumnLength, ColumnValues and CustomSql, the ColumnValues analyzer, and the file rules' tags
+(recentFiles, uriRegex, filterOrder, matchFileName); each through the real job."""
+import os
+import shutil
+import time
+
+import pytest
+
+from conftest import write_csv
+
+DAY = 86400
+
+
+def rows(n, start=0, carrier="AA", amount=1.0):
+    return [{"id": start + i, "carrier": carrier, "amount": amount} for i in range(n)]
+
+
+def folder(wap, *contents, name="src", names=None):
+    """A source folder of CSV files, one per list of rows."""
+    path = wap.tmp / name
+    for i, part in enumerate(contents):
+        write_csv(path / (names[i] if names else f"part{i}.csv"), part)
+    return str(path)
+
+
+def age(path, days):
+    then = time.time() - days * DAY
+    os.utime(path, (then, then))
+
+
+# ----- dynamic values ---------------------------------------------------------------------------
+
+def test_completeness_with_a_dynamic_value_fails_when_completeness_drops_below_its_history(wap):
+    rules = 'Rules = [ Completeness "carrier" >= avg(last(3)) - 0.1 ]'
+    for i in range(3):
+        code, report = wap.run(rows(10, 100 * i), checks=rules)
+        assert code == 0, report.checks
+    worse = rows(10, 900)
+    for r in worse[:5]:
+        r["carrier"] = None
+    code, report = wap.run(worse, checks=rules)
+    r = report.checks[0]
+    assert code == 3 and r["observed"] == 0.5 and r["history"] == 3
+    assert r["metric"] == "completeness:carrier"
+
+
+def test_completeness_with_a_dynamic_value_passes_within_its_history(wap):
+    rules = 'Rules = [ Completeness "carrier" >= avg(last(3)) - 0.1 ]'
+    for i in range(2):
+        assert wap.run(rows(10, 100 * i), checks=rules)[0] == 0
+    almost = rows(10, 900)
+    almost[0]["carrier"] = None
+    code, report = wap.run(almost, checks=rules)
+    assert code == 0 and report.checks[0]["observed"] == 0.9, report.checks
+
+
+def test_fileuniqueness_with_a_dynamic_value_compares_with_past_publishes(wap):
+    rules = "Rules = [ FileUniqueness >= min(last(3)) ]"
+    for i in range(2):
+        source = folder(wap, rows(2, 10 * i), rows(2, 10 * i + 5), name=f"day{i}")
+        code, report = wap.run(source, checks=rules)
+        assert code == 0 and report.checks[0]["observed"] == 1.0, report.checks
+    source = folder(wap, rows(2, 50), rows(2, 50), rows(2, 55), name="day9")
+    code, report = wap.run(source, checks=rules)
+    r = report.checks[0]
+    assert code == 3 and r["observed"] == pytest.approx(1 / 3, abs=1e-6) and r["history"] == 2
+
+
+def test_percentile_of_the_history_bounds_the_row_count(wap):
+    rules = "Rules = [ RowCount >= percentile(last(3), 0.5) * 0.5 ]"
+    for i, n in enumerate([10, 14, 12]):
+        assert wap.run(rows(n, 100 * i), checks=rules)[0] == 0
+    code, report = wap.run(rows(5, 900), checks=rules)
+    r = report.checks[0]
+    assert code == 3 and r["expected"] == ">= 6" and r["history"] == 3
+
+
+# ----- DetectAnomalies --------------------------------------------------------------------------
+
+def test_detectanomalies_columnlength_flags_a_value_far_longer_than_before(wap):
+    rules = 'Rules = [ DetectAnomalies "ColumnLength" "carrier" ]'
+    for i in range(3):
+        assert wap.run(rows(5, 100 * i), checks=rules)[0] == 0
+    code, report = wap.run(rows(5, 900, carrier="A" * 40), checks=rules)
+    r = report.checks[0]
+    assert code == 3 and [x["metric"] for x in r["rules"]] == ["min_length:carrier", "max_length:carrier"]
+    assert all(not x["passed"] for x in r["rules"])
+
+
+def test_detectanomalies_columnvalues_flags_a_maximum_outlier(wap):
+    rules = 'Rules = [ DetectAnomalies "ColumnValues" "amount" ]'
+    for i, amount in enumerate([10.0, 11.0, 10.5]):
+        assert wap.run(rows(5, 100 * i, amount=amount), checks=rules)[0] == 0
+    batch = rows(5, 900, amount=10.0)
+    batch[0]["amount"] = 9999.0
+    code, report = wap.run(batch, checks=rules)
+    [low, high] = report.checks[0]["rules"]
+    assert code == 3 and low["passed"] and not high["passed"] and high["observed"] == 9999.0
+
+
+def test_detectanomalies_customsql_watches_the_query_value(wap):
+    rules = 'Rules = [ DetectAnomalies "CustomSql" "select sum(amount) from primary" ]'
+    for i, n in enumerate([10, 11, 10]):
+        code, report = wap.run(rows(n, 100 * i), checks=rules)
+        assert code == 0, report.checks
+    code, report = wap.run(rows(60, 900), checks=rules)
+    r = report.checks[0]
+    assert code == 3 and r["observed"] == 60.0 and r["metric"].startswith("sql:")
+
+
+def test_columnvalues_analyzer_records_the_minimum_and_maximum(wap, spark):
+    code, report = wap.run(rows(3, 1, amount=2.5), checks='Analyzers = [ ColumnValues "id" ]')
+    metrics = spark.table(f"local.{wap.ns}.orders_wap_runs").first()["metrics"]
+    assert code == 0 and metrics["min:id"] == 1 and metrics["max:id"] == 3
+
+
+# ----- file rule tags ---------------------------------------------------------------------------
+
+def test_recentfiles_judges_only_the_newest_files(wap):
+    source = folder(wap, rows(2), rows(2, 10))
+    age(os.path.join(source, "part0.csv"), 5)
+    stale = wap.run(source, checks="Rules = [ FileFreshness > (now() - 1 days) ]")
+    assert stale[0] == 3
+    code, report = wap.run(source, checks="Rules = [ FileFreshness > (now() - 1 days) with recentFiles = 1 ]")
+    assert code == 0 and report.checks[0]["failing_rows"] == 0, report.checks
+
+
+def test_uriregex_judges_only_the_files_whose_path_it_finds(wap):
+    source = folder(wap, rows(1), rows(300, 10), names=["small.csv", "big.csv"])
+    assert wap.run(source, checks="Rules = [ FileSize < 100 B ]")[0] == 3
+    code, report = wap.run(source, checks='Rules = [ FileSize < 100 B with uriRegex = "small\\\\.csv$" ]')
+    assert code == 0 and report.checks[0]["observed"] == 1.0, report.checks
+
+
+def test_filterorder_applies_the_regex_before_recentfiles(wap):
+    source = folder(wap, rows(1), rows(300, 10), names=["small.csv", "big.csv"])
+    age(os.path.join(source, "small.csv"), 2)  # big.csv is the newest file
+    regex_last = 'Rules = [ FileSize < 100 B with recentFiles = 1 with uriRegex = "small" ]'
+    regex_first = (regex_last[:-2] + ' with filterOrder in ["uriRegex", "recentFiles"] ]')
+    code, report = wap.run(source, checks=regex_last)
+    assert code == 3 and "no files" in report.checks[0]["detail"]
+    code, report = wap.run(source, checks=regex_first)
+    assert code == 0, report.checks
+
+
+def test_matchfilename_requires_the_same_name_as_well_as_the_same_content(wap):
+    source = folder(wap, rows(2), rows(2, 10))
+    archive = str(wap.tmp / "archive")
+    shutil.copytree(source, archive)
+    os.rename(os.path.join(archive, "part0.csv"), os.path.join(archive, "renamed.csv"))
+    code, report = wap.run(source, checks=f'Rules = [ FileMatch "{source}/" "{archive}/" '
+                                          'with matchFileName = "true" ]')
+    assert code == 3 and report.checks[0]["failing_rows"] == 2
+
+
+def test_json_file_rules_take_the_selection_keys(wap):
+    source = folder(wap, rows(1), rows(300, 10), names=["small.csv", "big.csv"])
+    code, report = wap.run(source, checks=[{"check": "file_size", "max": 100, "uri_regex": "small"}])
+    assert code == 0, report.checks
+
+
+TAG_ERRORS = [
+    ("Rules = [ FileSize < 1 MB with recentFiles = 0 ]", "recentFiles = a whole number of files >= 1"),
+    ('Rules = [ FileSize < 1 MB with uriRegex = "(" ]', "uriRegex is not a regular expression"),
+    ('Rules = [ FileSize < 1 MB with filterOrder in ["uriRegex"] ]', 'filterOrder in ["recentFiles", "uriRegex"]'),
+    ('Rules = [ FileMatch in ["ab"] with matchFileName = "true" ]', "matchFileName goes with two paths"),
+    ('Rules = [ FileMatch "a/" "b/" with matchFileName = "yes" ]', 'matchFileName = "true" or "false"'),
+    ('Rules = [ DetectAnomalies "CustomSql" ]', 'DetectAnomalies "CustomSql" takes one quoted SQL statement'),
+    ('Rules = [ FileSize < 1 MB with filterOrder in ["uriRegex", NULL] ]', 'filterOrder in ["recentFiles", "uriRegex"]'),
+    ('Rules = [ FileSize < 1 MB with recentFiles = "\u00b2" ]', "recentFiles = a whole number"),
+    ("Rules = [ RowCount > percentile(last(3), avg(last(2))) ]", "percentile() takes a list and a fraction"),
+]
+
+
+@pytest.mark.parametrize("rules,message", TAG_ERRORS)
+def test_bad_tags_exit_2_naming_the_rule_position(wap, rules, message):
+    code, report = wap.run(rows(2), checks=rules)
+    assert code == 2 and "DQDL line 1" in report.error and message in report.error and not wap.exists()
+
+
+def test_detectanomalies_columnvalues_on_a_string_column_exits_2(wap):
+    code, report = wap.run(rows(2), checks='Rules = [ DetectAnomalies "ColumnValues" "carrier" ]')
+    assert code == 2 and "needs a numeric column" in report.error and not wap.exists()
+
+
+def test_dynamic_completeness_reads_the_null_fraction_analyzers_recorded(wap):
+    for i in range(2):
+        code, _ = wap.run(rows(10, 100 * i), checks='Rules = [ RowCount > 0 ] Analyzers = [ Completeness "carrier" ]')
+        assert code == 0
+    worse = rows(10, 900)
+    for r in worse[:5]:
+        r["carrier"] = None
+    code, report = wap.run(worse, checks='Rules = [ Completeness "carrier" >= avg(last(3)) - 0.1 ]')
+    r = report.checks[0]
+    assert code == 3 and r["history"] == 2 and r["expected"] == ">= 0.9", r
+
+
+JSON_ERRORS = [
+    ({"check": "file_size", "max": 10, "filter_order": [1, "uri_regex"]}, "filter_order must list"),
+    ({"check": "file_size", "condition": {"op": "<", "values": ["avg(last(3))"]}}, "not dynamic"),
+    ({"check": "anomaly", "metric": "sql", "query": "select 1", "where": "id > 1"}, "where does not apply to metric sql"),
+    ({"check": "file_match", "checksums": ["ab"], "match_file_name": True}, "match_file_name goes with compare_path"),
+]
+
+
+@pytest.mark.parametrize("spec,message", JSON_ERRORS)
+def test_bad_json_file_and_anomaly_specs_exit_2(wap, spec, message):
+    code, report = wap.run(rows(2), checks=[spec])
+    assert code == 2 and message in report.error and not wap.exists()
