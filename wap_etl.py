@@ -5057,13 +5057,16 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     composites, checks = checks, leaf_checks(checks)  # a composite's rules are audited as any check
     dynamic = {c.name: with_history(c, ledger) for c in checks if c.condition and c.condition.dynamic}
     checks = [dynamic[c.name][0] if c.name in dynamic else c for c in checks]
-    proof, pushed = Proof(), {}
+    proof, pushed, small = Proof(), {}, False
     if metrics is None and proof_snapshot is not None:
-        proof = prove_from_metadata(spark, t, proof_snapshot, checks,
-                                    [c for c in checks if c.check == "unique" and not c.where])
-    small = metrics is None and proof.total is not None and proof.total <= SMALL_BATCH_ROWS
-    if metrics is None and proof_snapshot is not None and not small:
-        pushed = prove_by_pushdown(staged_df, checks, proof)
+        added = int(snapshot_info(spark, t, proof_snapshot)["summary"].get("added-records", 0))
+        small = added <= SMALL_BATCH_ROWS
+        if small:  # a few rows: one scan of them costs less than proving from their files' metadata
+            proof = Proof(total=added)
+        else:
+            proof = prove_from_metadata(spark, t, proof_snapshot, checks,
+                                        [c for c in checks if c.check == "unique" and not c.where])
+            pushed = prove_by_pushdown(staged_df, checks, proof)
     scanned = [c for c in checks if c.name not in proof.proven and c.name not in pushed
                and not (c.check == "unique" and c.name in proof.keys)]
     aggs = row_metrics(checks if metrics is not None else scanned)
@@ -5302,7 +5305,7 @@ def keys_distinct_in_driver(batch_keys, rows, gathered=None):
     return len(set(keys)) == len(keys)
 
 
-SMALL_BATCH_ROWS = 10_000  # a staged batch this small is audited in the one scan: no pushdown reads
+SMALL_BATCH_ROWS = 10_000  # a staged batch this small is audited in the one scan: no metadata proof, no pushdown
 PASS_KEY_TYPES = ("IntegralType", "StringType", "DecimalType", "BooleanType")  # Python holds any value
 
 

@@ -329,15 +329,15 @@ def batch_files(work, rows_list, name):
         yield spark, rows, csv_path, make_csv(spark, rows, csv_path)
 
 
-def sweep(rows_list, repeats, work):
-    """WAP against plain at 0, 4, 8 and 16 checks for each batch size, with default settings; at
-    8 checks also --audit_source write and a batch with one failing check (exit 3). Runs of a
-    point alternate, so drift hits all alike."""
+def sweep(rows_list, repeats, work, counts=(0, 4, 8, 16), extra=True):
+    """WAP against plain at 0, 4, 8 and 16 checks (`counts`) for each batch size, with default
+    settings; at 8 checks also (`extra`) --audit_source write and a batch with one failing check
+    (exit 3). Runs of a point alternate, so drift hits all alike."""
     points = []
     for spark, rows, csv_path, schema in batch_files(work, rows_list, "sweep"):
-        for n in (0, 4, 8, 16):
+        for n in counts:
             variants = {"branch": (SWEEP_CHECKS[:n], "branch", 0)}
-            if n == 8:
+            if n == 8 and extra:
                 variants["write"] = (SWEEP_CHECKS[:8], "write", 0)
                 variants["failing"] = (SWEEP_CHECKS[:8] + [FAILING_CHECK], "branch", 3)
             plain_table = create_table(spark, "plain", schema)
@@ -573,6 +573,10 @@ def main(argv=None):
     ap.add_argument("--sweep", default=None,
                     help="comma-separated batch sizes: measure 0/4/8/16 checks (plus --audit_source "
                          "write and a failing check at 8) at each, instead of the single point")
+    ap.add_argument("--sweep_checks", default="0,4,8,16",
+                    help="with --sweep: the check counts to measure, e.g. 8")
+    ap.add_argument("--sweep_extra", default="true", choices=["true", "false"],
+                    help="with --sweep: also --audit_source write and a failing batch at 8 checks")
     ap.add_argument("--steady", default=None,
                     help="comma-separated batch sizes: the steady state (existing table and ledger, "
                          "WAP and plain alternating) at each, instead of the single point")
@@ -590,7 +594,8 @@ def main(argv=None):
             print(f"\nwrote {args.json}")
             return results
         if args.sweep:
-            results = sweep([int(x) for x in args.sweep.split(",")], args.repeats, work)
+            results = sweep([int(x) for x in args.sweep.split(",")], args.repeats, work,
+                            [int(x) for x in args.sweep_checks.split(",")], args.sweep_extra == "true")
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)
             draw_sweep_chart(results, args.chart)
