@@ -2051,7 +2051,9 @@ class _Parser:
                 raise _error(word, f"'{word.text}' goes before '{order[last]}': a rule is "
                                    "<rule> <condition> where ... labels = [...] with ...")
             last = order.index(word.text.lower())
-            if word.text.lower() == "labels" and labels is None:
+            if word.text.lower() == "labels":
+                if labels is not None:
+                    raise _error(word, "'labels' given twice")
                 labels = self.labels()
                 continue
             if word.text.lower() == "with" and self.peek().text in _TAGS.get(tok.text, ()):
@@ -3742,6 +3744,7 @@ class Ledger:
             self.spark.sql(f"{call}.rewrite_data_files(table => {name}, "
                            "options => map('min-input-files', '2'))").collect()
             fault_point("ledger_upkeep")
+        table.refresh()  # the compaction's own commit counts too
         if table.operations().current().snapshots().size() >= LEDGER_MAX_SNAPSHOTS:
             older = datetime.fromtimestamp(time.time() - LEDGER_SNAPSHOT_AGE_S, timezone.utc)
             self.spark.sql(f"{call}.expire_snapshots(table => {name}, "
@@ -5094,7 +5097,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
             result = dict(check_result(c, pushed[c.name], a.total), decided_by="pushdown")
         else:
             result = KINDS[c.check].judge(a, c)
-            result.setdefault("decided_by", KINDS[c.check].decided_by or how)
+            grouped = c.stat in GROUPED_STATS  # its own grouping job, whatever the pass did
+            result.setdefault("decided_by", KINDS[c.check].decided_by or ("scan" if grouped else how))
         if c.action == RECORD:  # measured for the ledger's history, never a verdict
             result["passed"] = True
         if c.row_level and c.action != "drop" and result["failing_rows"]:  # a job each: only then

@@ -130,7 +130,8 @@ def test_sample_is_fetched_only_for_failed_checks(wap):
     assert report.checks[0]["sample"][0]["id"] == 5 and report.checks[1]["sample"] == []
 
 
-def test_audit_from_the_write_matches_the_branch_scan(wap):
+def test_audit_from_the_write_matches_the_branch_scan(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # the branch audit as a large batch's: metadata first
     rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0, email=None)]
     checks = [{"check": "between", "column": "amount", "min": 0, "action": "warn"},
               {"check": "not_null", "column": "email", "action": "warn"},

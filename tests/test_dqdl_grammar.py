@@ -99,3 +99,9 @@ def test_forms_the_grammar_does_not_define_are_refused_at_their_position(text, w
     with pytest.raises(wap_etl.WapError) as e:
         wap_etl.parse_checks(wap_etl.parse_dqdl(text))
     assert e.value.code == wap_etl.EXIT_BAD_INPUT and f"DQDL line {where}:" in str(e.value)
+
+
+def test_labels_given_twice_are_refused_as_such():
+    with pytest.raises(wap_etl.WapError) as e:
+        wap_etl.parse_dqdl('Rules = [ IsComplete "a" labels = [] labels = ["k" = "v"] ]')
+    assert "DQDL line 1, column 38: 'labels' given twice" in str(e.value)
