@@ -2485,11 +2485,12 @@ def _column_values(rule):
     # DQDL fails NULL rows in every ColumnValues rule but != and not in (unless NULL is listed).
     column, cond = _columns(rule), _condition(rule)
     op, args = cond.op, cond.args
-    kinds = {a.kind for a in args}
     if op in _ORDERED:
+        args = [_time_of_day(a) for a in args]
         for a in args:
             if not (a.kind in ("num", "now") or a.kind == "str" and _DATETIME.fullmatch(a.value)):
-                raise _error(a.tok, "compare with a number, a date \"YYYY-MM-DD\" or now()")
+                raise _error(a.tok, "compare with a number, a date \"YYYY-MM-DD\", a time \"9:30 AM\" or now()")
+    kinds = {a.kind for a in args}
     if op == "matches":
         return {"check": "regex", "column": column, "pattern": _whole(args[0].value), "allow_null": False}
     if op in ("=", "in") and kinds <= {"num", "str", "empty", "null"} and kinds - {"null"}:
@@ -2505,6 +2506,18 @@ def _column_values(rule):
     if op not in ("!=", "not in") and "null" not in kinds:
         sql = f"{quote(column)} IS NOT NULL AND ({sql})"
     return _expr(sql)
+
+
+def _time_of_day(a):
+    """A time of today ("9:30 AM", "21:45"; UTC) as a timestamp, in SQL evaluated at the audit
+    (midnight UTC from the epoch seconds, whatever the session's time zone); other values as they are."""
+    if a.kind != "str" or not _TIME_OF_DAY.fullmatch(a.value.strip()):
+        return a
+    seconds = file_time(a.value, 0)  # after midnight of day 0: the time's own seconds
+    if seconds is None:
+        raise _error(a.tok, f"{a.tok.text} is not a time of day")
+    return _Val("now", f"timestamp_seconds(floor(unix_seconds(current_timestamp()) / 86400) * 86400 + "
+                       f"{int(seconds)})", a.tok)
 
 
 def _anchored(pattern):

@@ -208,3 +208,13 @@ JSON_ERRORS = [
 def test_bad_json_file_and_anomaly_specs_exit_2(wap, spec, message):
     code, report = wap.run(rows(2), checks=[spec])
     assert code == 2 and message in report.error and not wap.exists()
+
+
+def test_columnvalues_compares_with_a_time_of_today(wap):
+    from datetime import datetime, timezone
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    batch = [{"id": 1, "ts": f"{today} 08:00:00"}, {"id": 2, "ts": f"{today} 10:00:00"},
+             {"id": 3, "ts": f"{today} 22:00:00"}]
+    code, report = wap.run(batch, checks='Rules = [ ColumnValues "ts" between "9:30 AM" and "21:45" ]')
+    r = report.checks[0]
+    assert code == 3 and r["failing_rows"] == 2, r
