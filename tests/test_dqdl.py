@@ -382,7 +382,7 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
     ('Rules = [ ColumnValues "x" > 1 with threshold < 1.5 ]',
      "DQDL line 1, column 49: a threshold is a number from 0 to 1"),
     ('Rules = [ ColumnValues "x" > "abc" ]',
-     'DQDL line 1, column 30: compare with a number, a date "YYYY-MM-DD" or now()'),
+     'DQDL line 1, column 30: compare with a number, a date "YYYY-MM-DD", a time "9:30 AM" or now()'),
     ('Rules = [ CustomSql "select id from primary where a > 1" ]',
      "DQDL line 1, column 11: CustomSql without a condition (the row-level form)"),
     ('Rules = [ ColumnDataType "c" = "UUID" ]',
