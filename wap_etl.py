@@ -64,6 +64,7 @@ import re
 import shlex
 import statistics
 import sys
+import threading
 import time
 import uuid
 from collections import Counter, namedtuple
@@ -4097,7 +4098,6 @@ OBSERVATION_TIMEOUT_SECONDS = 60
 
 def observation_result(observation, timeout=OBSERVATION_TIMEOUT_SECONDS):
     """Observation.get waits forever for a listener event; wait at most `timeout` seconds."""
-    import threading
     result = {}
     waiter = threading.Thread(target=lambda: result.setdefault("metrics", observation.get), daemon=True)
     waiter.start()
@@ -6694,9 +6694,7 @@ def finish(report, p, ledger=None, history=None, checks=None):
          lambda: put_workflow_properties(report, p)),
     ]
     with timed(report, "alerts"):
-        for name, wanted, send in channels:
-            if wanted:
-                side_effect(name, send)
+        send_at_once([(name, send) for name, wanted, send in channels if wanted])
     if spark is not None:
         with timed(report, "report"):  # the page's ledger read ran jobs too; no step since committed
             side_effect("step counts", lambda: count_spark_jobs(spark, report))
@@ -6748,10 +6746,38 @@ def alert_text(report):
     return subject, "\n".join(lines)
 
 
-def send_sns(report, topic_arn):
+ALERT_WAIT_SECONDS = 30  # how long the job waits for its side channels, all together, before it exits
+
+
+def send_at_once(channels):
+    """Send every side channel at the same time, so the slowest, not their sum, delays the exit;
+    one still unanswered after ALERT_WAIT_SECONDS is left behind with a warning (its thread dies
+    with the process). Each makes its own boto3 client (aws_client): boto3's default session is
+    not safe to share between threads."""
+    threads = [threading.Thread(target=side_effect, args=(name, send), name=f"wap_etl {name}", daemon=True)
+               for name, send in channels]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + ALERT_WAIT_SECONDS
+    for (name, _), thread in zip(channels, threads):
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            log.warning("%s: no answer within %d s; the job exits without waiting for it", name,
+                        ALERT_WAIT_SECONDS)
+
+
+def aws_client(service):
+    """A boto3 client of its own session, with bounded waits: a side channel's endpoint that does
+    not answer costs seconds, not boto's default minute per attempt."""
     import boto3
+    from botocore.config import Config
+    return boto3.session.Session().client(service, config=Config(
+        connect_timeout=5, read_timeout=10, retries={"max_attempts": 3, "mode": "standard"}))
+
+
+def send_sns(report, topic_arn):
     subject, body = alert_text(report)
-    boto3.client("sns").publish(
+    aws_client("sns").publish(
         TopicArn=topic_arn, Subject=subject, Message=body,
         MessageAttributes={"table": {"DataType": "String", "StringValue": report.table or "-"},
                            "status": {"DataType": "String", "StringValue": report.status}})
@@ -6782,14 +6808,13 @@ def metric_dimensions(report, glue_args):
 
 
 def put_metrics(report, namespace, glue_args=None):
-    import boto3
     failed = sum(1 for c in report.checks if blocks(c))
     values = [("RowsWritten", report.rows_written or 0, "Count"),
               ("RowsDropped", report.rows_dropped or 0, "Count"),
               ("ChecksFailed", failed, "Count"),
               ("AuditSeconds", report.timings.get("audit", 0.0), "Seconds"),
               ("Published", 1 if report.status is Status.PUBLISHED else 0, "Count")]
-    boto3.client("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[
+    aws_client("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[
         {"MetricName": name, "Dimensions": dims, "Value": float(value), "Unit": unit}
         for dims in metric_dimensions(report, glue_args) for name, value, unit in values])
 
@@ -6807,8 +6832,7 @@ def workflow_properties(report, p):
 
 def put_workflow_properties(report, p):
     """PutWorkflowRunProperties on the workflow run that started this job."""
-    import boto3
-    boto3.client("glue").put_workflow_run_properties(
+    aws_client("glue").put_workflow_run_properties(
         Name=p.glue_args["WORKFLOW_NAME"], RunId=p.glue_args["WORKFLOW_RUN_ID"],
         RunProperties=workflow_properties(report, p))
 
@@ -6856,13 +6880,12 @@ EVENT_TYPES = {Status.PUBLISHED: "WAP Published", Status.AUDIT_FAILED: "WAP Audi
 def put_event(report, bus_name):
     """Tell downstream jobs a batch is on main, so they can start; or that its audit failed (the
     rule outcomes in Glue Data Quality's shape, so rules written for Glue's FAILED events fire)."""
-    import boto3
     detail = {"table": report.table, "batch_id": report.batch_id,
               "snapshot_id": report.main_snapshot_after, "rows": report.rows_written,
               **({"branch": report.branch, "staged_snapshot": report.staged_snapshot}  # main: unchanged
                  if report.status is Status.AUDIT_FAILED else {}),
               **glue_event_detail(report)}
-    answer = boto3.client("events").put_events(Entries=[{
+    answer = aws_client("events").put_events(Entries=[{
         "Source": "wap_etl", "DetailType": EVENT_TYPES[report.status], "Detail": fitted_detail(detail),
         "EventBusName": bus_name}])
     if answer.get("FailedEntryCount"):

@@ -2,6 +2,7 @@
 A side channel that fails never changes the run's outcome."""
 import json
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -161,6 +162,36 @@ def test_publish_sends_an_eventbridge_event(wap, aws):
     ours = {k: event["detail"][k] for k in ("table", "batch_id", "snapshot_id", "rows")}
     assert ours == {"table": f"local.{wap.table}", "batch_id": "ev1",
                     "snapshot_id": report.main_snapshot_after, "rows": 2}
+
+
+def test_side_channels_are_sent_at_the_same_time(wap, aws):
+    """Slack's stand-in answers only once CloudWatch holds the run's metrics, waiting at most 8 s
+    (the job's Slack post gives up at 10): sent one after the other, CloudWatch would come only
+    after Slack's answer, and the handler would find nothing."""
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            cw, waited = boto3.client("cloudwatch"), time.monotonic() + 8
+            while not cw.list_metrics(Namespace="WAP/Together")["Metrics"] and time.monotonic() < waited:
+                time.sleep(0.1)
+            seen.append(bool(cw.list_metrics(Namespace="WAP/Together")["Metrics"]))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code, _ = wap.run(BAD, checks=POSITIVE, cloudwatch_namespace="WAP/Together",
+                          slack_webhook_url=f"http://127.0.0.1:{server.server_port}/hooks/T/B")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 3 and seen == [True]
 
 
 @pytest.mark.parametrize("channel", ["report_bucket", "sns_topic", "slack_port", "event_bus"])
