@@ -3739,8 +3739,20 @@ class Ledger:
                     if "already exists" not in str(e).lower():
                         raise
                 self._columns = None
-        self.spark.createDataFrame(rows, LEDGER_COLUMNS).writeTo(self.ref.sql).append()
+        self.frame(rows).writeTo(self.ref.sql).append()
         self.forget()
+
+    def frame(self, rows):
+        """Rows as a one-partition DataFrame built in the JVM from their JSON text: no Python
+        serialization round trip and no empty partitions, measurably cheaper than createDataFrame
+        for the one row a run appends. FAILFAST: a value that does not fit its column is an error,
+        never a null. NaN and infinities travel as JSON's NaN/Infinity, which Spark reads back."""
+        from pyspark.sql import functions as F
+        text = json.dumps(rows, default=str)  # datetimes (zone-aware) as ISO 8601
+        return (self.spark.range(1, numPartitions=1)
+                .select(F.explode(F.from_json(F.lit(text), f"array<struct<{LEDGER_COLUMNS}>>",
+                                              {"mode": "FAILFAST"})).alias("r"))
+                .select("r.*"))
 
     def maintain(self):
         """Keep reading the ledger cheap however many runs it holds: one run appends one small

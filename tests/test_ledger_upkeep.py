@@ -65,3 +65,28 @@ def test_a_process_killed_right_after_the_ledger_compaction_loses_no_run(wap, sp
     assert wap.ids() == [0, 1, 2]
     runs = spark.table(f"{wap.sql}_wap_runs").filter("status = 'published'").select("batch_id").collect()
     assert sorted({r["batch_id"] for r in runs}) == ["b0", "b1", "b2"]
+
+
+def test_a_ledger_row_reads_back_exactly_as_recorded(wap, spark):
+    """Rows travel to the ledger as JSON text: every value, NaN and infinities, 64-bit ids, quotes,
+    backslashes, non-ASCII text and zone-aware times included, must read back unchanged."""
+    import math
+    from datetime import datetime, timedelta, timezone
+    at = datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    row = {"table_name": "local.x.t", "run_id": 'r"\\1', "batch_id": "b\u00e9\u4e2d\n", "status": "published",
+           "exit_code": 0, "main_snapshot_after": 9223372036854775807, "rows_written": 10,
+           "checks": [{"name": "c", "check": "not_null", "action": "fail", "passed": True,
+                       "failing_rows": 0, "observed": '{"a": 1}'}],
+           "metrics": {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "x": 0.1 + 0.2},
+           "input_files": ["s3://b/k 1.csv"], "started_at": at, "finished_at": at}
+    ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "exact_runs"), "local.x.t")
+    ledger.record([row, dict(row, run_id="second")])
+    got = {r["run_id"]: r for r in spark.table(f"local.{wap.ns}.exact_runs").collect()}
+    assert set(got) == {'r"\\1', "second"}
+    r = got['r"\\1']
+    assert (r["batch_id"], r["main_snapshot_after"], r["rows_written"]) == (row["batch_id"], 2**63 - 1, 10)
+    assert r["checks"][0].asDict() == row["checks"][0] and r["input_files"] == row["input_files"]
+    assert math.isnan(r["metrics"]["nan"]) and r["metrics"]["inf"] == math.inf
+    assert r["metrics"]["-inf"] == -math.inf and r["metrics"]["x"] == 0.1 + 0.2
+    # the session is UTC: the instant, not the wall clock, is what must survive
+    assert r["started_at"].replace(tzinfo=timezone.utc) == at and r["rows_dropped"] is None
