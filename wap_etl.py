@@ -1375,6 +1375,8 @@ def validate_checks_against(spark, checks, df, t):
     fail now, before anything is written."""
     from pyspark.sql import types as T
     lower = {c.lower(): c for c in df.columns}
+    types = {f.name.lower(): f.dataType for f in df.schema.fields}  # one schema, not one per check
+    conditions = []  # analysed together at the end: one plan instead of one per check
     checks[:] = expand_profiles(checks, df)
     require_unique_names(checks)
     for c in leaf_checks(checks):
@@ -1383,7 +1385,7 @@ def validate_checks_against(spark, checks, df, t):
         for name in named:
             if name.lower() not in lower:
                 raise bad_input(f"{label}: unknown column {name!r}; columns: {', '.join(df.columns)}")
-        dtype = df.select(col(c.column)).schema[0].dataType if named and c.column else None
+        dtype = types[c.column.lower()] if named and c.column else None
         if c.where:
             check_condition(spark, df, f"{label}: where", c.where)
         if c.check in ("regex", "column_names"):
@@ -1399,17 +1401,13 @@ def validate_checks_against(spark, checks, df, t):
         if c.check in ("between", "accepted_values"):
             check_bound_types(c, label, dtype)
         if c.check in ("between", "accepted_values", "regex"):
-            try:
-                df.select(failing_rows_condition(c)).schema
-            except Exception as e:
-                raise bad_input(f"{label}: cannot apply to column {c.column!r}: "
-                                f"{first_line(e)}") from None
+            conditions.append((c, label))
         if c.check == "freshness" and not isinstance(dtype, (T.DateType, T.TimestampType,
                                                              T.TimestampNTZType)):
             raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
                             "freshness needs a date or timestamp")
         for name in (c.columns or [c.column]) if c.stat in NUMERIC_STATS else ():
-            dtype_of = df.select(col(name)).schema[0].dataType
+            dtype_of = types[name.lower()]
             if not isinstance(dtype_of, T.NumericType):
                 raise bad_input(f"{label}: {c.stat} needs a numeric column; {name!r} is "
                                 f"{dtype_of.simpleString()}")
@@ -1431,6 +1429,17 @@ def validate_checks_against(spark, checks, df, t):
                 table = main
             with sql_views(spark, df, table, main) as views:
                 sql_query(spark, c, label, views)
+    try:
+        if conditions:
+            df.select(*[failing_rows_condition(c) for c, _ in conditions]).schema
+    except Exception:
+        for c, label in conditions:  # which one
+            try:
+                df.select(failing_rows_condition(c)).schema
+            except Exception as e:
+                raise bad_input(f"{label}: cannot apply to column {c.column!r}: "
+                                f"{first_line(e)}") from None
+        raise
 
 
 # A profile (DQDL's AllStatistics): the metrics Glue documents for it, by the column's type.
@@ -3475,8 +3484,27 @@ def snapshot_info(spark, t, snapshot_id, table=None):
     snapshot = (table or iceberg_table(spark, t)).snapshot(snapshot_id)
     if snapshot is None:
         return None
-    return {"snapshot_id": snapshot.snapshotId(), "parent_id": snapshot.parentId(),
-            "summary": dict(snapshot.summary().items())}
+    s = snapshot_fields(snapshot)
+    return {"snapshot_id": s["snapshot-id"], "parent_id": s.get("parent-snapshot-id"),
+            "summary": s["summary"]}
+
+
+@functools.lru_cache(maxsize=4)
+def snapshot_parser(jvm):
+    return jvm.org.apache.iceberg.SnapshotParser
+
+
+def snapshot_fields(snapshot):
+    """A snapshot's id, parent, time and summary (without its operation) as Iceberg writes them
+    into table metadata, in one call to the JVM rather than three per summary entry: a run reads
+    every snapshot of main's ancestry, so this is what keeps a long history cheap."""
+    from pyspark import SparkContext
+    fields = json.loads(snapshot_parser(SparkContext._jvm).toJson(snapshot))
+    if "summary" in fields:
+        fields["summary"].pop("operation", None)
+    else:  # Iceberg writes a summary only with an operation; one written elsewhere may lack it
+        fields["summary"] = {str(k): str(v) for k, v in (snapshot.summary() or {}).items()}
+    return fields
 
 
 @dataclass
@@ -3499,13 +3527,14 @@ class Mark:
 
 
 def read_mark(snapshot):
-    summary = snapshot.summary()
+    s = snapshot_fields(snapshot)
+    summary = s["summary"]
     batch_id = summary.get(BATCH_PROPERTY)
-    mark = Mark(snapshot.snapshotId(), snapshot.parentId(), snapshot.timestampMillis(), batch_id)
+    mark = Mark(s["snapshot-id"], s.get("parent-snapshot-id"), s["timestamp-ms"], batch_id)
     source = summary.get(SOURCE_SNAPSHOT_PROPERTY)
     mark.source_id = int(source) if source and str(source).lstrip("-").isdigit() else None
     if batch_id is not None:
-        mark.summary = {str(k): str(v) for k, v in summary.items()}
+        mark.summary = summary
         mark.run_id = mark.summary.get(RUN_PROPERTY)
         mark.input_files = tuple(normalize_path(f) for f in json.loads(mark.summary.get(FILES_PROPERTY, "[]")))
         mark.file_ids = tuple(json.loads(mark.summary.get(FILE_IDS_PROPERTY, "[]")))
@@ -3598,6 +3627,42 @@ LEDGER_ADDED_COLUMNS = {"table_uuid": "string", "input_file_ids": "array<string>
 CONSUMED = ("published", "quarantined", "unaudited")
 
 
+def ledger_json(value):
+    """json.dumps' `default` for ledger rows: a datetime as UTC wall time (read with timeZone UTC,
+    so it is the same instant as `timestamp` and the same wall time as `timestamp_ntz`); anything
+    else unknown is an error naming its type, never a guess."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat()
+    raise TypeError(f"a ledger row holds a {type(value).__name__} ({value!r:.60}), which has no "
+                    "JSON form here (datetimes must carry their zone)")
+
+
+class Prefetch:
+    """A read run on a thread of its own (with the starting thread's Spark job group); `rows`
+    after join() returns its result or raises its error."""
+
+    def __init__(self, read):
+        from pyspark import InheritableThread
+        self._rows, self._error = None, None
+        self._thread = InheritableThread(target=self._run, args=(read,), daemon=True)
+        self._thread.start()
+
+    def _run(self, read):
+        try:
+            self._rows = read()
+        except BaseException as e:  # handed to the reader
+            self._error = e
+
+    def join(self):
+        self._thread.join()
+
+    @property
+    def rows(self):
+        if self._error is not None:
+            raise self._error
+        return self._rows
+
+
 class Ledger:
     """The run ledger table `<namespace>.<table>_wap_runs` (or --runs_table). A table's rows are
     found by the table's identity (Iceberg's table uuid), whatever catalog alias reached it."""
@@ -3607,6 +3672,7 @@ class Ledger:
         self.table_uuid = table_uuid
         self._published = None
         self._consumed = None
+        self._prefetch = None  # a background read of the consumed rows (prefetch), or None
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
 
@@ -3626,13 +3692,13 @@ class Ledger:
             self._columns = {f.name.lower() for f in self.spark.table(self.ref.sql).schema.fields}
         return self._columns
 
-    def runs(self):
+    def runs(self, columns=None):
         """This table's rows: a ledger may be shared by several tables (--runs_table). Rows from
         before table uuids were recorded are this table's if they carry its name."""
         from pyspark.sql import functions as F
         df = self.spark.table(self.ref.sql)
         by_name = F.col("table_name") == self.table
-        if self.table_uuid is None or "table_uuid" not in self.columns():
+        if self.table_uuid is None or "table_uuid" not in (columns or self.columns()):
             return df.filter(by_name)
         return df.filter((F.col("table_uuid") == self.table_uuid)
                          | (F.col("table_uuid").isNull() & by_name))
@@ -3644,16 +3710,37 @@ class Ledger:
         """This table's rows of runs that consumed their input (published, every row quarantined,
         or written unaudited), read once per run in one Spark job: they answer exactly-once and
         the history checks (`recent` publishes) alike."""
+        if self._consumed is None and self._prefetch is not None:
+            pending, self._prefetch = self._prefetch, None
+            pending.join()
+            self._consumed = pending.rows  # a failed read raises here, as if it had run here
         if self._consumed is None:
-            self._consumed = []
-            if self.exists():
-                ids = "input_file_ids" in self.columns()
-                self._consumed = (self.runs().filter(F_in("status", CONSUMED))
-                                  .select("run_id", "batch_id", "status", "main_snapshot_before",
-                                          "main_snapshot_after", "input_files", "input_fingerprint",
-                                          "finished_at", "rows_written", "metrics",
-                                          *(["input_file_ids"] if ids else [])).collect())
+            self._consumed = self.read_consumed()
         return self._consumed
+
+    def read_consumed(self):
+        """The read itself; it caches nothing, since a prefetch may run it on another thread."""
+        if not self.exists():
+            return []
+        columns = {f.name.lower() for f in self.spark.table(self.ref.sql).schema.fields}
+        ids = "input_file_ids" in columns
+        return (self.runs(columns).filter(F_in("status", CONSUMED))
+                .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
+                        "input_files", "input_fingerprint", "finished_at", "rows_written", "metrics",
+                        *(["input_file_ids"] if ids else [])).collect())
+
+    def prefetch(self):
+        """Start the consumed rows' read in the background, while the batch is read and validated
+        in the driver: the read is a Spark job of its own, and a run reading them a second earlier
+        is no different from a slower run (every publish is still a compare-and-swap of main,
+        rechecked against a fresh read after a rebase). Its job counts in the starting step."""
+        from pyspark import SparkContext
+        from py4j.clientserver import ClientServer
+        if self._consumed is None and self._prefetch is None and isinstance(SparkContext._gateway, ClientServer):
+            try:  # pinned threads only: elsewhere a thread's Spark job group is not its own
+                self._prefetch = Prefetch(self.read_consumed)
+            except Exception as e:  # no thread to be had: read it when needed
+                log.info("ledger read in the background not started (%s)", first_line(e))
 
     def published(self):
         """Every run the ledger records as having consumed its input (published, or every row
@@ -3701,7 +3788,7 @@ class Ledger:
         return known
 
     def forget(self):
-        self._published = self._consumed = None
+        self._published = self._consumed = self._prefetch = None
 
     def recent(self, limit, status=None):
         """The newest runs (one row per run id), newest first. Publishes come from the rows read
@@ -3748,10 +3835,10 @@ class Ledger:
         for the one row a run appends. FAILFAST: a value that does not fit its column is an error,
         never a null. NaN and infinities travel as JSON's NaN/Infinity, which Spark reads back."""
         from pyspark.sql import functions as F
-        text = json.dumps(rows, default=str)  # datetimes (zone-aware) as ISO 8601
+        text = json.dumps(rows, default=ledger_json)
         return (self.spark.range(1, numPartitions=1)
                 .select(F.explode(F.from_json(F.lit(text), f"array<struct<{LEDGER_COLUMNS}>>",
-                                              {"mode": "FAILFAST"})).alias("r"))
+                                              {"mode": "FAILFAST", "timeZone": "UTC"})).alias("r"))
                 .select("r.*"))
 
     def maintain(self):
@@ -5874,7 +5961,7 @@ def swap_main(spark, batch, decision, staged_id, ledger):
     if previous is not None:  # every publish before it was recorded before it was made
         snapshot = base.snapshot(previous.snapshot_id)
         if snapshot is not None:
-            previous.summary = {str(k): str(v) for k, v in snapshot.summary().items()}
+            previous.summary = snapshot_fields(snapshot)["summary"]
     ledger.complete(([previous] if previous is not None else []) + list(ledger.unrecorded))
     staged = base.snapshot(staged_id)
     record = {"run_id": batch.run_id, "batch_id": batch.batch_id, "snapshot_id": staged_id,
@@ -6758,15 +6845,23 @@ def alert_text(report):
     return subject, "\n".join(lines)
 
 
-ALERT_WAIT_SECONDS = 30  # how long the job waits for its side channels, all together, before it exits
+ALERT_WAIT_SECONDS = 45  # how long the job waits for its side channels, all together, before it exits
 
 
 def send_at_once(channels):
-    """Send every side channel at the same time, so the slowest, not their sum, delays the exit;
+    """Send every side channel at the same time, so the slowest, not their sum, delays the exit.
+    The wait covers one channel's whole retry budget (aws_client: 2 attempts of at most 5 + 15 s);
     one still unanswered after ALERT_WAIT_SECONDS is left behind with a warning (its thread dies
-    with the process). Each makes its own boto3 client (aws_client): boto3's default session is
-    not safe to share between threads."""
-    threads = [threading.Thread(target=side_effect, args=(name, send), name=f"wap_etl {name}", daemon=True)
+    with the process, silently: only this thread logs, while the run's log scrubber is on). Each
+    makes its own boto3 client: boto3's default session is not safe to share between threads."""
+    errors = {}
+
+    def attempt(name, send):
+        try:
+            send()
+        except Exception as e:
+            errors[name] = e
+    threads = [threading.Thread(target=attempt, args=(name, send), name=f"wap_etl {name}", daemon=True)
                for name, send in channels]
     for thread in threads:
         thread.start()
@@ -6776,6 +6871,8 @@ def send_at_once(channels):
         if thread.is_alive():
             log.warning("%s: no answer within %d s; the job exits without waiting for it", name,
                         ALERT_WAIT_SECONDS)
+        elif name in errors:
+            warn_failed(name, errors[name])
 
 
 def aws_client(service):
@@ -6784,7 +6881,7 @@ def aws_client(service):
     import boto3
     from botocore.config import Config
     return boto3.session.Session().client(service, config=Config(
-        connect_timeout=5, read_timeout=10, retries={"max_attempts": 3, "mode": "standard"}))
+        connect_timeout=5, read_timeout=15, retries={"max_attempts": 2, "mode": "standard"}))
 
 
 def send_sns(report, topic_arn):
@@ -7255,6 +7352,7 @@ def run_batch(spark, p, checks, report, ledger, history):
         if table_exists(spark, t):
             report.table_uuid = str(iceberg_table(spark, t).uuid().toString())
             ledger.identify(report.table_uuid)
+            ledger.prefetch()  # overlaps the reader and validation below
         paths = select_source_files(spark, p, t, ledger, history)
         if not paths:
             log.info("--source_files new: no file under %s is new; nothing to publish", p.source_path)
@@ -7443,7 +7541,11 @@ def side_effect(what, action):
     try:
         action()
     except Exception as e:
-        log.warning("%s failed (the run's outcome stands): %s", what, first_line(e))
+        warn_failed(what, e)
+
+
+def warn_failed(what, error):
+    log.warning("%s failed (the run's outcome stands): %s", what, first_line(error))
 
 
 def settle_already_published(spark, t, report, batch, ledger, found, main, staged=None,

@@ -74,3 +74,47 @@ def test_a_small_batch_scanned_once_still_counts_each_failure_exactly(wap):
     assert code == 3 and by["accepted_values_status"]["failing_rows"] == 9
     assert by["unique_id"]["failing_rows"] == 2 and by["regex_email"]["failing_rows"] == 1
     assert by["not_null_id"]["passed"] and by["expression"]["passed"]
+
+
+def test_a_snapshot_read_in_one_call_is_icebergs_own_snapshot(wap, spark):
+    """Main's ancestry is read a snapshot per JVM call (its JSON form): the ids, time and summary,
+    this job's properties among them, must be exactly what Iceberg's Snapshot holds."""
+    for i in range(2):
+        assert wap.run([{"id": i}], batch_id=f"b{i}", checks=[])[0] == 0
+    table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", wap.ns, "orders"))
+    snapshot = table.currentSnapshot()
+    fields = wap_etl.snapshot_fields(snapshot)
+    assert fields["snapshot-id"] == snapshot.snapshotId() and fields["parent-snapshot-id"] == snapshot.parentId()
+    assert fields["timestamp-ms"] == snapshot.timestampMillis()
+    assert fields["summary"] == {str(k): str(v) for k, v in snapshot.summary().items()}
+    assert fields["summary"][wap_etl.BATCH_PROPERTY] == "b1"
+    first = table.snapshot(snapshot.parentId())
+    while first.parentId() is not None:
+        first = table.snapshot(first.parentId())
+    assert "parent-snapshot-id" not in wap_etl.snapshot_fields(first)
+    assert wap_etl.read_mark(first).parent_id is None
+
+
+def test_the_ledger_is_read_while_the_batch_is_read_not_after(wap):
+    """The consumed runs' read starts in the read step, on a thread of its own, so prepare waits
+    for nothing; its Spark job is counted where it started."""
+    assert wap.run([{"id": 1}], batch_id="b0", checks=[])[0] == 0
+    batch = wap.csv([{"id": 2}])
+    code, report = wap.run(batch, batch_id="b1", checks=[])
+    assert code == 0 and report.status == "published"
+    assert report.spark_jobs["prepare"] == 0 and report.spark_jobs["read"] == 2  # header, ledger
+    code, again = wap.run(batch, batch_id="b1", checks=[])
+    assert code == 0 and again.status == "already_published" and wap.ids() == [1, 2]
+
+
+def test_a_ledger_read_that_fails_in_the_background_fails_the_run(wap, monkeypatch):
+    """A failed background read must never look like an empty ledger: that would load a batch
+    again."""
+    assert wap.run([{"id": 1}], batch_id="b0", checks=[])[0] == 0
+
+    def broken(self):
+        raise RuntimeError("ledger unreadable")
+    monkeypatch.setattr(wap_etl.Ledger, "read_consumed", broken)
+    code, report = wap.run([{"id": 1}], batch_id="b0", checks=[])
+    assert code == wap_etl.EXIT_ERROR and "ledger unreadable" in report.error
+    assert wap.ids() == [1]

@@ -1,5 +1,7 @@
 """The run ledger keeps itself cheap to read: its small files are compacted and its old snapshots
 expired by the job, and nothing the exactly-once protocol reads is lost."""
+import pytest
+
 import wap_etl
 
 
@@ -67,9 +69,19 @@ def test_a_process_killed_right_after_the_ledger_compaction_loses_no_run(wap, sp
     assert sorted({r["batch_id"] for r in runs}) == ["b0", "b1", "b2"]
 
 
-def test_a_ledger_row_reads_back_exactly_as_recorded(wap, spark):
+@pytest.mark.parametrize("timestamps", ["TIMESTAMP_LTZ", "TIMESTAMP_NTZ"])
+def test_a_ledger_row_reads_back_exactly_as_recorded(wap, spark, timestamps):
     """Rows travel to the ledger as JSON text: every value, NaN and infinities, 64-bit ids, quotes,
-    backslashes, non-ASCII text and zone-aware times included, must read back unchanged."""
+    backslashes, non-ASCII text and zone-aware times included, must read back unchanged, whichever
+    timestamp type the session gives a ledger's `timestamp` columns."""
+    spark.conf.set("spark.sql.timestampType", timestamps)
+    try:
+        check_round_trip(wap, spark)
+    finally:
+        spark.conf.unset("spark.sql.timestampType")
+
+
+def check_round_trip(wap, spark):
     import math
     from datetime import datetime, timedelta, timezone
     at = datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
@@ -90,3 +102,10 @@ def test_a_ledger_row_reads_back_exactly_as_recorded(wap, spark):
     assert r["metrics"]["-inf"] == -math.inf and r["metrics"]["x"] == 0.1 + 0.2
     # the session is UTC: the instant, not the wall clock, is what must survive
     assert r["started_at"].replace(tzinfo=timezone.utc) == at and r["rows_dropped"] is None
+
+
+def test_a_ledger_row_with_a_time_without_its_zone_is_refused(wap, spark):
+    from datetime import datetime
+    ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "naive_runs"), "local.x.t")
+    with pytest.raises(TypeError, match="datetime"):
+        ledger.record([{"table_name": "local.x.t", "run_id": "r", "started_at": datetime(2026, 1, 1)}])
