@@ -244,7 +244,7 @@ def test_a_publish_missing_from_the_ledger_is_recorded_before_main_moves_on(wap,
 def test_a_run_reads_the_ledger_once_when_no_publish_is_missing_from_it(wap, monkeypatch):
     assert wap.run(ROWS, checks=[])[0] == 0
     reads, real = [], wap_etl.Ledger.runs
-    monkeypatch.setattr(wap_etl.Ledger, "runs", lambda self: reads.append(1) or real(self))
+    monkeypatch.setattr(wap_etl.Ledger, "runs", lambda self, *a: reads.append(1) or real(self, *a))
     code, report = wap.run([{"id": 6, "amount": 6.0}], checks=[], report_path=None)
     assert code == 0 and report.status == "published"
     assert len(reads) == 1, "the publish and the closing row used what the run had read"
