@@ -118,3 +118,16 @@ def test_a_ledger_read_that_fails_in_the_background_fails_the_run(wap, monkeypat
     code, report = wap.run([{"id": 1}], batch_id="b0", checks=[])
     assert code == wap_etl.EXIT_ERROR and "ledger unreadable" in report.error
     assert wap.ids() == [1]
+
+
+def test_a_small_batch_is_audited_in_one_spark_job(wap):
+    """A few rows are scanned in one task, so the shared aggregate needs no exchange: one job."""
+    checks = [{"check": "not_null", "column": "id"}, {"check": "unique", "columns": ["id"]},
+              {"check": "between", "column": "id", "min": 0, "max": 100}]
+    assert wap.run([{"id": i} for i in range(5)], checks=checks)[0] == 0
+    code, report = wap.run([{"id": i} for i in range(50, 60)], checks=checks)
+    assert code == 0 and all(r["passed"] for r in report.checks)
+    assert report.spark_jobs["audit"] == 1, report.spark_jobs
+    code, report = wap.run([{"id": 3}, {"id": 70}, {"id": 70}, {"id": None}], checks=checks)
+    assert code == 3 and {r["name"]: r["failing_rows"] for r in report.checks} == {
+        "not_null_id": 1, "unique_id": 3, "between_id": 0}
