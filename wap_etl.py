@@ -5191,8 +5191,11 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         row, how = metrics, "write"
     elif proof.total is not None and len(aggs) == 1:  # nothing left that needs a row: no scan
         row, how = {"rows": proof.total}, "metadata"
-    else:  # a small batch in one task: its aggregate needs no exchange, so it is one job, not two
-        row, how = scan_metrics(staged_df.coalesce(1) if small else staged_df, aggs), "scan"
+    else:  # a small append (the incremental read of its own files) in one task: its aggregate
+        # needs no exchange, so it is one job, not two. Not overwrite_partitions (whole_table):
+        # its staged rows are a join over the whole table's files, which one task would scan alone.
+        one_task = small and whole_table is None
+        row, how = scan_metrics(staged_df.coalesce(1) if one_task else staged_df, aggs), "scan"
     a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id, files=list(input_files))
     results = {}
     for c in checks:
