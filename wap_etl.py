@@ -3689,8 +3689,11 @@ class Ledger:
 
     def columns(self):
         if self._columns is None:
-            self._columns = {f.name.lower() for f in self.spark.table(self.ref.sql).schema.fields}
+            self._columns = self.read_columns()
         return self._columns
+
+    def read_columns(self):
+        return {f.name.lower() for f in self.spark.table(self.ref.sql).schema.fields}
 
     def runs(self, columns=None):
         """This table's rows: a ledger may be shared by several tables (--runs_table). Rows from
@@ -3722,7 +3725,7 @@ class Ledger:
         """The read itself; it caches nothing, since a prefetch may run it on another thread."""
         if not self.exists():
             return []
-        columns = {f.name.lower() for f in self.spark.table(self.ref.sql).schema.fields}
+        columns = self.read_columns()
         ids = "input_file_ids" in columns
         return (self.runs(columns).filter(F_in("status", CONSUMED))
                 .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
