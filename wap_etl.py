@@ -3296,6 +3296,7 @@ class InputFiles:
     paths: list
     ids: list
     fingerprint: str
+    etags: dict = field(default_factory=dict)  # s3 path -> the ETag the batch was identified by
 
 
 def identify_input(spark, paths):
@@ -3309,7 +3310,8 @@ def identify_input(spark, paths):
         size, tag = s3[path] if path in s3 else local_or_hadoop_identity(spark, path)
         lines.append(f"{path}\t{size}\t{tag}")
     digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
-    return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest)
+    return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest,
+                      {path: tag for path, (size, tag) in s3.items()})
 
 
 def s3_etags(paths):
@@ -3359,21 +3361,29 @@ def local_path(path):
     return local
 
 
-def file_digest(path, algorithm="sha256"):
-    """A hex digest of a local or S3 file's bytes, read in blocks."""
+def file_digest(path, algorithm="sha256", etag=None):
+    """A hex digest of a local or S3 file's bytes, streamed in blocks; an S3 object only as of
+    `etag` when given (a replaced object is an error, never another object's digest)."""
     digest = hashlib.new(algorithm, usedforsecurity=False)
-    with open_bytes(path) as f:
+    with open_bytes(path, etag) as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
-def open_bytes(path):
-    """A local or S3 file's bytes as a stream, closed by `with`."""
+def open_bytes(path, etag=None):
+    """A local or S3 file's bytes as a stream, closed by `with`; an S3 object only if its ETag is
+    still `etag` (S3 checks it: If-Match)."""
     if path.startswith("s3://"):
         import boto3
         bucket, key = split_s3(path)
-        return closing(boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"])
+        pin = {"IfMatch": f'"{etag}"'} if etag else {}
+        try:
+            return closing(boto3.client("s3").get_object(Bucket=bucket, Key=key, **pin)["Body"])
+        except Exception as e:
+            if getattr(e, "response", {}).get("Error", {}).get("Code") == "PreconditionFailed":
+                raise FileRuleError(f"{path} was replaced after it was listed (ETag {etag})") from None
+            raise
     return open(local_path(path), "rb")
 
 
@@ -3727,10 +3737,13 @@ class Ledger:
             return []
         columns = self.read_columns()
         ids = "input_file_ids" in columns
-        return (self.runs(columns).filter(F_in("status", CONSUMED))
+        rows = (self.runs(columns).filter(F_in("status", CONSUMED))
                 .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
                         "input_files", "input_fingerprint", "finished_at", "rows_written", "metrics",
                         *(["input_file_ids"] if ids else [])).collect())
+        # as dicts: a Row finds a field by name by searching its field list, which over a long
+        # ledger's rows, each read a dozen times, cost more than the read itself
+        return [r.asDict() for r in rows]
 
     def prefetch(self):
         """Start the consumed rows' read in the background, while the batch is read and validated
@@ -3750,7 +3763,6 @@ class Ledger:
         quarantined), as Marks, read once per run."""
         if self._published is None:
             self._published = []
-            ids = bool(self.consumed()) and "input_file_ids" in self.columns()
             seen = set()
             for r in self.consumed():  # a run's own row and a row completed for it by another run
                 if r["run_id"] not in seen:
@@ -3760,7 +3772,7 @@ class Ledger:
                         None if quarantined else r["main_snapshot_after"],
                         None if quarantined else r["main_snapshot_before"], 0, r["batch_id"],
                         r["run_id"], tuple(normalize_path(f) for f in r["input_files"] or ()),
-                        file_ids=tuple((r["input_file_ids"] if ids else None) or ()),
+                        file_ids=tuple(r.get("input_file_ids") or ()),  # none in older ledgers
                         input_fingerprint=r["input_fingerprint"], status=r["status"],
                         recorded=r["status"] != "unaudited"))
         return self._published
@@ -5135,7 +5147,7 @@ class Audit:
     whole_table: object = None
     staged_id: int = None
     groups: dict = field(default_factory=dict)  # (columns, where) -> value_groups, computed once
-    files: list = field(default_factory=list)  # the batch's source files (normalized paths)
+    files: dict = field(default_factory=dict)  # the batch's source files: normalized path -> S3 ETag
 
     @property
     def total(self):
@@ -5169,7 +5181,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     `proof_snapshot`: the staged snapshot whose added files are exactly the audited rows (append,
     overwrite_partitions); what their metrics prove is not scanned at all.
     `staged_id`: the staged snapshot, the table a `sql` check's {table} reads.
-    `input_files`: the batch's source files, which the file rules read.
+    `input_files`: the batch's source files, which the file rules read ({path: S3 ETag or None}).
     """
     dropped_counts = dropped_counts or {}
     composites, checks = checks, leaf_checks(checks)  # a composite's rules are audited as any check
@@ -5199,7 +5211,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         # its staged rows are a join over the whole table's files, which one task would scan alone.
         one_task = small and whole_table is None
         row, how = scan_metrics(staged_df.coalesce(1) if one_task else staged_df, aggs), "scan"
-    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id, files=list(input_files))
+    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id,
+              files=input_files if isinstance(input_files, dict) else dict.fromkeys(input_files))
     results = {}
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
@@ -5501,10 +5514,15 @@ class FileRuleError(Exception):
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file a file rule reads: where it is, its size and last modification (epoch seconds)."""
+    """A file a file rule reads: where it is, its size, last modification (epoch seconds) and, on
+    S3, the ETag its checksum is read at."""
     path: str
     size: int
     modified: float
+    etag: str = None
+
+    def digest(self, algorithm="sha256"):
+        return file_digest(self.path, algorithm, self.etag)
 
 
 def within(path, where):
@@ -5516,7 +5534,7 @@ def rule_files(a, where, select=None):
     """The files a rule reads: the batch's source files at or under `where` (all of them when it
     is None); when none of them is there, every file at the location itself; then those the
     rule's selection keeps."""
-    batch = [f for f in a.files if where is None or within(f, where)]
+    batch = {f: tag for f, tag in a.files.items() if where is None or within(f, where)}
     files = stat_files(batch) if batch or where is None else files_at(where)
     files = select.apply(files) if select else files
     if not files:
@@ -5526,12 +5544,16 @@ def rule_files(a, where, select=None):
 
 
 def stat_files(paths):
-    """Size and modification time of named files: one S3 listing per folder, os.stat locally."""
-    s3 = s3_objects([p for p in paths if p.startswith("s3://")])
+    """Size and modification time of named files (a list, or {path: the S3 ETag it must still
+    have}): one S3 listing per folder, os.stat locally."""
+    s3 = {path: s3_file(obj, path) for path, obj in s3_objects([p for p in paths if p.startswith("s3://")]).items()}
     out = []
     for path in paths:
         if path in s3:
-            out.append(SourceFile(path, s3[path]["Size"], s3[path]["LastModified"].timestamp()))
+            if isinstance(paths, dict) and paths[path] not in (None, s3[path].etag):
+                raise FileRuleError(f"{path} was replaced after the batch read it (ETag {paths[path]}, "
+                                    f"now {s3[path].etag})")
+            out.append(s3[path])
         elif path.startswith("file:///"):
             info = os.stat(local_path(path))
             out.append(SourceFile(path, info.st_size, info.st_mtime))
@@ -5539,6 +5561,11 @@ def stat_files(paths):
             raise FileRuleError(f"{path} is gone" if path.startswith("s3://") else
                                 f"{path}: file rules read local or S3 files only")
     return out
+
+
+def s3_file(obj, path):
+    """A SourceFile from an S3 listing entry."""
+    return SourceFile(path, obj["Size"], obj["LastModified"].timestamp(), obj["ETag"].strip('"'))
 
 
 def is_hidden(relative):
@@ -5554,8 +5581,7 @@ def files_at(where):
         prefix = key if not key or key.endswith("/") else key + "/"
         found = []
         for page in boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
-            found += [SourceFile(f"s3://{bucket}/{o['Key']}", o["Size"], o["LastModified"].timestamp())
-                      for o in page.get("Contents", []) if o["Key"] == key or o["Key"].startswith(prefix)
+            found += [s3_file(o, f"s3://{bucket}/{o['Key']}") for o in page.get("Contents", []) if o["Key"] == key or o["Key"].startswith(prefix)
                       and not o["Key"].endswith("/") and not is_hidden(o["Key"][len(prefix):])]
         return found
     if not where.startswith("file:///"):
@@ -5574,7 +5600,7 @@ def content_keys(files):
     """Each file's content as a key equal contents share: its size, and a SHA-256 of its bytes
     only where another file has that size (the only files it can equal)."""
     sizes = Counter(f.size for f in files)
-    return {f.path: (f.size, file_digest(f.path) if sizes[f.size] > 1 else None) for f in files}
+    return {f.path: (f.size, f.digest() if sizes[f.size] > 1 else None) for f in files}
 
 
 def audit_files(judge):
@@ -5624,10 +5650,14 @@ def audit_file_match(a, c, files):
     """Every file's checksum in the list, or the same contents (as a multiset) at both paths."""
     if c.compare_path is None:
         algorithm = HASH_ALGORITHMS[c.algorithm]
-        sums = {f.path: file_digest(f.path, algorithm) for f in files}
+        sums = {f.path: f.digest(algorithm) for f in files}
         return per_file_result(c, files, [f for f in files if sums[f.path] not in c.values],
                                lambda f: {c.algorithm: sums[f.path]})
-    others = rule_files(a, c.compare_path)  # all of them: the selection is of the rule's own files
+    # every file there, the batch's or not (the selection is of the rule's own files): a compare
+    # path holding the batch's files and others never matches the batch by seeing only its own
+    others = files_at(c.compare_path)
+    if not others:
+        raise FileRuleError(f"no files at {c.compare_path}")
     keys = content_keys(files + others)
     if c.match_file_name:  # the same name with the same contents on both sides
         keys = {path: (path.rsplit("/", 1)[-1], key) for path, key in keys.items()}
@@ -6089,6 +6119,7 @@ class RunReport:
     config_fingerprint: str = None
     input_files: list = field(default_factory=list)
     input_file_ids: list = field(default_factory=list)  # one identity (path, size, content) per file
+    input_etags: dict = field(default_factory=dict)  # s3 path -> ETag: the file rules read these objects
     table_uuid: str = None  # the table's identity, whatever catalog alias reached it
     rerun_command: str = None
     html_report: str = None  # where the run's HTML page was written
@@ -7394,7 +7425,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
                   track_files=p.source_files == "new", columns=list(df.columns))
     report.batch_id, report.branch = batch.batch_id, batch.branch
     report.input_fingerprint, report.config_fingerprint = files.fingerprint, batch.config_fingerprint
-    report.input_files, report.input_file_ids = batch.input_files, batch.file_ids
+    report.input_files, report.input_file_ids, report.input_etags = batch.input_files, batch.file_ids, files.etags
     report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{batch.branch}'"
     try:
         with timed(report, "prepare"):
@@ -7619,7 +7650,8 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
         report.checks, report.rows_written = audit(
             spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,
             report.rows_dropped or 0, staged["snapshot_id"] if p.mode != "merge" else None,
-            report.rows_read, staged_id=staged["snapshot_id"], input_files=report.input_files)
+            report.rows_read, staged_id=staged["snapshot_id"],
+            input_files={path: report.input_etags.get(path) for path in report.input_files})
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent

@@ -168,6 +168,15 @@ def test_filematch_of_two_folders_fails_when_a_file_differs(wap):
         ["archive/part1.csv", "src/part1.csv"]
 
 
+def test_filematch_compare_path_holding_the_batch_files_compares_all_its_files(wap):
+    landing = wap.tmp / "landing"
+    source = folder(wap, ROWS[:5], ROWS[5:], name="landing/day1")
+    write_csv(landing / "stray.csv", ROWS[:1])
+    code, report = wap.run(source, checks=f'Rules = [ FileMatch "{source}/" "{landing}/" ]')
+    r = report.checks[0]
+    assert code == 3 and r["failing_rows"] == 1 and r["sample"][0]["file"].endswith("landing/stray.csv")
+
+
 # ----- file rules on S3 (moto) ------------------------------------------------------------------
 
 @pytest.fixture
@@ -200,11 +209,38 @@ def test_file_rules_read_a_batch_of_s3_files_by_their_listing(bucket):
     bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n1\n")
     bucket.put_object(Bucket="landing", Key="in/b.csv", Body=b"id\n1\n")
     audit = wap_etl.Audit(None, None, None, None, None, {"rows": 0}, None,
-                          files=["s3://landing/in/a.csv", "s3://landing/in/b.csv"])
+                          files=dict.fromkeys(["s3://landing/in/a.csv", "s3://landing/in/b.csv"]))
     [fresh, unique] = wap_etl.parse_checks(wap_etl.parse_dqdl(
         "Rules = [ FileFreshness > (now() - 1 hours), FileUniqueness > 0.5 ]"))
     assert wap_etl.KINDS["file_freshness"].judge(audit, fresh)["passed"] is True
     assert wap_etl.KINDS["file_uniqueness"].judge(audit, unique)["observed"] == 0.0
+
+
+def pinned_audit(paths):
+    """An audit of a batch identified (listed, ETags taken) now."""
+    files = wap_etl.identify_input(None, paths)
+    return wap_etl.Audit(None, None, None, None, None, {"rows": 0}, None,
+                         files={path: files.etags[path] for path in files.paths})
+
+
+def test_file_rules_fail_when_an_s3_batch_file_is_replaced_after_the_batch_read_it(bucket):
+    bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n1\n")
+    audit = pinned_audit(["s3://landing/in/a.csv"])
+    listed = hashlib.sha256(b"id\n1\n").hexdigest()
+    [match] = wap_etl.parse_checks(wap_etl.parse_dqdl(f'Rules = [ FileMatch in ["{listed}"] ]'))
+    assert wap_etl.KINDS["file_match"].judge(audit, match)["passed"] is True
+    bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n2\n")
+    r = wap_etl.KINDS["file_match"].judge(audit, match)
+    assert r["passed"] is False and "replaced after the batch read it" in r["detail"]
+
+
+def test_file_checksum_of_an_s3_object_is_read_only_at_the_etag_it_was_listed_with(bucket):
+    bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n1\n")
+    [listed] = wap_etl.files_at("s3://landing/in/")
+    assert listed.digest() == hashlib.sha256(b"id\n1\n").hexdigest()
+    bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n2\n")
+    with pytest.raises(wap_etl.FileRuleError, match="replaced after it was listed"):
+        listed.digest()
 
 
 # ----- DetectAnomalies --------------------------------------------------------------------------
