@@ -3096,7 +3096,8 @@ def read_source(spark, p, table_schema=None, paths=None):
     try:
         reader = spark.read.format(p.source_format)
         if use_table:
-            header = reader.options(**{**options, "inferSchema": "false"}).load(paths).columns
+            header = (csv_header_in_driver(spark, options, paths)
+                      or reader.options(**{**options, "inferSchema": "false"}).load(paths).columns)
             types = {f.name.lower(): f.dataType for f in table_schema.fields}
             from pyspark.sql import types as T
             schema = T.StructType([T.StructField(name, types.get(name.lower(), T.StringType()))
@@ -3116,6 +3117,57 @@ def read_source(spark, p, table_schema=None, paths=None):
             raise bad_input(f"--source_path: the parquet files under {p.source_path!r} have clashing "
                             f"schemas ({message})") from None
         raise
+
+
+# Reader options that change how a CSV header line is found or split: with any of them, Spark
+# reads the header itself
+CSV_HEADER_OPTIONS = {"quote", "escape", "comment", "encoding", "charset", "multiline", "linesep",
+                      "ignoreleadingwhitespace", "ignoretrailingwhitespace", "unescapedquotehandling",
+                      "chartoescapequoteescaping", "samplingratio"}
+
+
+def csv_header_in_driver(spark, options, paths):
+    """A CSV header's column names read in the driver (the first non-empty line of the first file
+    by name, through Hadoop's file system and codecs, so any file Spark reads) instead of by a
+    Spark job: a daily batch's read then runs no job before its write. Only a plain header (no
+    quotes, escapes, blank or repeated names, byte-order mark, or option that changes the
+    parsing); else None, and Spark reads it. Either way Spark checks every file's header against
+    these names as it reads (enforceSchema false), so a misread header fails the run as bad
+    input, never loads shifted columns."""
+    given = {k.lower(): v for k, v in options.items()}  # Spark's options ignore case
+    if CSV_HEADER_OPTIONS & given.keys():
+        return None
+    sep = given.get("sep", given.get("delimiter", ","))
+    try:
+        # a reader of its own: a DataFrameReader keeps the schema it is given
+        probe = spark.read.format("csv").options(**options).schema("_wap_probe string").load(paths)  # lists only
+        files = input_files(probe)
+        if not files or len(sep) != 1 or probe.columns != ["_wap_probe"]:  # partition folders: Spark's
+            return None
+        jvm = spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(min(files))  # the first by name: every file's is checked
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        stream = path.getFileSystem(conf).open(path)
+        codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
+        if codec is not None:  # file.csv.gz: read as Spark reads it
+            stream = codec.createInputStream(stream)
+        lines = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        try:
+            line = lines.readLine()
+            while line == "":  # Spark skips empty lines before it
+                line = lines.readLine()
+        finally:
+            lines.close()
+    except Exception as e:  # unreadable here: Spark reads it, and reports what is wrong
+        log.info("CSV header not read in the driver (%s)", first_line(e))
+        return None
+    if line is None or not line.strip() or any(ch in '"\\\ufeff' or ch < " " and ch != sep for ch in line):
+        return None  # quotes, escapes, a byte-order mark, control characters, a blank line: Spark's
+    names = line.split(sep)
+    lowered = [n.lower() for n in names]
+    if given.get("nullvalue", "") in names or len(set(lowered)) != len(lowered):  # Spark renames these: _c0, name1
+        return None
+    return names
 
 
 UNSAFE_NAME_CHARACTERS = ".`<>:,"  # column references split on . and `; type strings on < > : ,
@@ -3201,9 +3253,14 @@ def record_location(file, record):
 
 def explain_read_failure(spark, p, source, paths, error):
     """A write that failed on a malformed CSV row becomes bad input naming the file, line and
-    row (CSV into an existing table is read FAILFAST); anything else is returned unchanged."""
+    row (CSV into an existing table is read FAILFAST), as does a file whose header differs from
+    the others' (checked as Spark reads each file); anything else is returned unchanged."""
     from pyspark.sql import functions as F, types as T
     text = str(error)
+    if p.source_format == "csv" and "CSV header does not conform to the schema" in text:
+        file, names = re.search(r"CSV file: (\S+)", text), re.search(r"Expected: (.+?) but found: (.+)", text)
+        return bad_input(f"--source_path: {file[1] if file else 'a file'}: its CSV header differs from the "
+                         "batch's other files" + (f" (expected {names[1]!r}, found {names[2]!r})" if names else ""))
     if p.source_format != "csv" or not ("MALFORMED_RECORD" in text or "Malformed records" in text):
         return error
     reader = spark.read.format("csv").options(
