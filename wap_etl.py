@@ -3135,29 +3135,29 @@ def csv_header_in_driver(spark, options, paths):
     these names as it reads (enforceSchema false), so a misread header fails the run as bad
     input, never loads shifted columns."""
     given = {k.lower(): v for k, v in options.items()}  # Spark's options ignore case
-    if CSV_HEADER_OPTIONS & given.keys():
+    if CSV_HEADER_OPTIONS & given.keys() or any(k.startswith("fs.") for k in given):  # a file system's own
         return None
     sep = given.get("sep", given.get("delimiter", ","))
     try:
         # a reader of its own: a DataFrameReader keeps the schema it is given
         probe = spark.read.format("csv").options(**options).schema("_wap_probe string").load(paths)  # lists only
-        files = input_files(probe)
+        files = probe.inputFiles()  # URIs, escaped: Path(URI) opens exactly that file
         if not files or len(sep) != 1 or probe.columns != ["_wap_probe"]:  # partition folders: Spark's
             return None
         jvm = spark.sparkContext._jvm
-        path = jvm.org.apache.hadoop.fs.Path(min(files))  # the first by name: every file's is checked
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(min(files)))  # any one: each file's is checked
+        conf = spark._jsparkSession.sessionState().newHadoopConf()  # with the session's settings, as a read
         stream = path.getFileSystem(conf).open(path)
-        codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
-        if codec is not None:  # file.csv.gz: read as Spark reads it
-            stream = codec.createInputStream(stream)
-        lines = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
         try:
+            codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
+            if codec is not None:  # file.csv.gz: read as Spark reads it
+                stream = codec.createInputStream(stream)
+            lines = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
             line = lines.readLine()
             while line == "":  # Spark skips empty lines before it
                 line = lines.readLine()
         finally:
-            lines.close()
+            stream.close()
     except Exception as e:  # unreadable here: Spark reads it, and reports what is wrong
         log.info("CSV header not read in the driver (%s)", first_line(e))
         return None
@@ -3257,10 +3257,12 @@ def explain_read_failure(spark, p, source, paths, error):
     the others' (checked as Spark reads each file); anything else is returned unchanged."""
     from pyspark.sql import functions as F, types as T
     text = str(error)
-    if p.source_format == "csv" and "CSV header does not conform to the schema" in text:
+    if p.source_format == "csv" and ("CSV header does not conform to the schema" in text
+                                     or "Number of column in CSV header is not equal" in text):
         file, names = re.search(r"CSV file: (\S+)", text), re.search(r"Expected: (.+?) but found: (.+)", text)
-        return bad_input(f"--source_path: {file[1] if file else 'a file'}: its CSV header differs from the "
-                         "batch's other files" + (f" (expected {names[1]!r}, found {names[2]!r})" if names else ""))
+        return bad_input(f"--source_path: {file[1] if file else 'a file'}: its CSV header does not match the "
+                         "batch's columns (files of one batch need one header)"
+                         + (f": expected {names[1]!r}, found {names[2]!r}" if names else ""))
     if p.source_format != "csv" or not ("MALFORMED_RECORD" in text or "Malformed records" in text):
         return error
     reader = spark.read.format("csv").options(
@@ -3354,6 +3356,7 @@ class InputFiles:
     ids: list
     fingerprint: str
     etags: dict = field(default_factory=dict)  # s3 path -> the ETag the batch was identified by
+    stamps: dict = field(default_factory=dict)  # path -> (size, version): what replacing it changes
 
 
 def identify_input(spark, paths):
@@ -3362,13 +3365,53 @@ def identify_input(spark, paths):
     identical re-upload is the same input; no catalog alias, so one table is one table."""
     paths = sorted({normalize_path(f) for f in paths})
     s3 = s3_etags([f for f in paths if f.startswith("s3://")])
-    lines = []
+    lines, stamps = [], {}
     for path in paths:
         size, tag = s3[path] if path in s3 else local_or_hadoop_identity(spark, path)
         lines.append(f"{path}\t{size}\t{tag}")
+        stamps[path] = local_stamp(path) if path.startswith("file:///") else (size, tag)
     digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
     return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest,
-                      {path: tag for path, (size, tag) in s3.items()})
+                      {path: tag for path, (size, tag) in s3.items()}, stamps)
+
+
+def local_stamp(path):
+    """(size, modification time in ns) of a local file, None if it is gone."""
+    try:
+        info = os.stat(local_path(path))
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns
+
+
+def file_stamps(spark, paths):
+    """{path: (size, version)} as identify_input stamps them: S3's ETag, a local file's
+    modification time, else Hadoop's; None for a file that is gone."""
+    s3 = s3_etags([f for f in paths if f.startswith("s3://")])
+    stamps = {}
+    for path in paths:
+        if path.startswith("s3://"):
+            stamps[path] = s3.get(path)
+        elif path.startswith("file:///"):
+            stamps[path] = local_stamp(path)
+        else:
+            try:
+                stamps[path] = local_or_hadoop_identity(spark, path)
+            except Exception:  # gone
+                stamps[path] = None
+    return stamps
+
+
+def check_input_unchanged(spark, t, batch):
+    """The batch's files are still those it was identified by: else the rows Spark staged (and
+    audited) may be another file's than the batch's identity names, and a later run would load
+    that content again as new input. Nothing is published; the run's branch is dropped."""
+    now = file_stamps(spark, list(batch.input_stamps))
+    changed = [path for path, stamp in batch.input_stamps.items() if now[path] != stamp]
+    if changed:
+        drop_branch(spark, t, batch.branch)
+        raise WapError(f"--source_path: {changed[0]} changed while this run read it; nothing was "
+                       "published. Rerun to load the files as they are now")
 
 
 def s3_etags(paths):
@@ -3471,6 +3514,7 @@ class Batch:
     config_fingerprint: str
     input_files: list
     track_files: bool = False  # --source_files new: a file is consumed by its path
+    input_stamps: dict = field(default_factory=dict)  # path -> (size, version) when identified
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
@@ -5638,8 +5682,9 @@ def files_at(where):
         prefix = key if not key or key.endswith("/") else key + "/"
         found = []
         for page in boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
-            found += [s3_file(o, f"s3://{bucket}/{o['Key']}") for o in page.get("Contents", []) if o["Key"] == key or o["Key"].startswith(prefix)
-                      and not o["Key"].endswith("/") and not is_hidden(o["Key"][len(prefix):])]
+            found += [s3_file(o, f"s3://{bucket}/{o['Key']}") for o in page.get("Contents", [])
+                      if not o["Key"].endswith("/")  # a folder's marker object is no file of it
+                      and (o["Key"] == key or o["Key"].startswith(prefix) and not is_hidden(o["Key"][len(prefix):]))]
         return found
     if not where.startswith("file:///"):
         raise FileRuleError(f"{where}: file rules read local or S3 files only")
@@ -5715,12 +5760,13 @@ def audit_file_match(a, c, files):
     others = files_at(c.compare_path)
     if not others:
         raise FileRuleError(f"no files at {c.compare_path}")
-    keys = content_keys(files + others)
+    both = list({f.path: f for f in files + others}.values())  # a file on both sides counts once
+    keys = content_keys(both)
     if c.match_file_name:  # the same name with the same contents on both sides
         keys = {path: (path.rsplit("/", 1)[-1], key) for path, key in keys.items()}
     mine, theirs = Counter(keys[f.path] for f in files), Counter(keys[f.path] for f in others)
-    unmatched = [f for f in files + others if mine[keys[f.path]] != theirs[keys[f.path]]]
-    return per_file_result(c, files + others, unmatched, lambda f: {"size": f.size})
+    unmatched = [f for f in both if mine[keys[f.path]] != theirs[keys[f.path]]]
+    return per_file_result(c, both, unmatched, lambda f: {"size": f.size})
 
 
 # ----- the kinds of check: each a metric, how it is judged, and what it takes --------------------
@@ -7479,7 +7525,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
                   input_fingerprint=files.fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=files.paths, file_ids=files.ids, explicit_id=p.batch_id is not None,
-                  track_files=p.source_files == "new", columns=list(df.columns))
+                  track_files=p.source_files == "new", columns=list(df.columns), input_stamps=files.stamps)
     report.batch_id, report.branch = batch.batch_id, batch.branch
     report.input_fingerprint, report.config_fingerprint = files.fingerprint, batch.config_fingerprint
     report.input_files, report.input_file_ids, report.input_etags = batch.input_files, batch.file_ids, files.etags
@@ -7567,6 +7613,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             audit_staged(spark, p, t, checks, report, df, staged, dropped_counts, metrics, ledger)
             audited = True
             fault_point("audit")
+            check_input_unchanged(spark, t, batch)  # what was staged and audited is the batch's input
             if blocking_failures(report):
                 return audit_failed(report)
             if changes_nothing(staged):

@@ -234,6 +234,12 @@ def test_file_rules_fail_when_an_s3_batch_file_is_replaced_after_the_batch_read_
     assert r["passed"] is False and "replaced after the batch read it" in r["detail"]
 
 
+def test_an_s3_folder_marker_is_no_file_of_the_folder(bucket):
+    bucket.put_object(Bucket="landing", Key="in/", Body=b"")
+    bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n1\n")
+    assert [f.path for f in wap_etl.files_at("s3://landing/in/")] == ["s3://landing/in/a.csv"]
+
+
 def test_file_checksum_of_an_s3_object_is_read_only_at_the_etag_it_was_listed_with(bucket):
     bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n1\n")
     [listed] = wap_etl.files_at("s3://landing/in/")

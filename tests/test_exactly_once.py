@@ -73,6 +73,29 @@ def test_same_batch_twice_at_once_publishes_once(wap, tmp_path):
     assert wap.ids() == [0, 1, 2, 3, 4, 5]
 
 
+def test_a_source_file_replaced_while_the_run_reads_it_is_never_published_under_its_old_identity(wap, tmp_path):
+    """Identified as one content, staged from another: publishing that would let the next run load
+    the new content again as a new input."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proc = wap.cli(path, env=paused(gate, "before_write"), checks=UNIQUE)
+    deadline = time.time() + 300
+    while not any(n.endswith(".before_write") for n in os.listdir(gate)):  # identified, not yet read
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    with open(path, "a") as f:
+        f.write("6,6.0\n")
+    (gate / "go").touch()
+    code, report, out = finish(proc)
+    assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
+    assert wap.ids() == [0] and [n for n in wap.refs() if n.startswith("audit_")] == []
+    assert wap.run(path, checks=UNIQUE)[0] == 0 and wap.ids() == [0, 1, 2, 3, 4, 5, 6]
+    code, again = wap.run(path, checks=UNIQUE)
+    assert code == 0 and again.status == "already_published" and wap.ids() == [0, 1, 2, 3, 4, 5, 6]
+
+
 def test_same_batch_id_with_bad_input_meanwhile_never_reaches_main(wap, tmp_path):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=POSITIVE)[0] == 0
     gate = tmp_path / "gate"

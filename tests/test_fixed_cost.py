@@ -190,4 +190,20 @@ def test_a_csv_file_whose_header_differs_from_the_others_publishes_nothing(wap):
     (folder / "b.csv").write_text("amount,id\n3.5,3\n")
     code, report = wap.run(str(folder), checks=[])
     assert code == 2 and wap.ids() == [1], report.error
-    assert "b.csv: its CSV header differs" in report.error and "expected 'id', found 'amount'" in report.error
+    assert "b.csv: its CSV header does not match" in report.error and "expected 'id', found 'amount'" in report.error
+
+
+def test_a_csv_file_with_an_extra_header_column_is_bad_input_naming_it(wap):
+    assert wap.run([{"id": 1, "amount": 1.5}], checks=[])[0] == 0
+    folder = wap.tmp / "in" / "day2"
+    folder.mkdir(parents=True)
+    (folder / "a.csv").write_text("id,amount\n2,2.5\n")
+    (folder / "b.csv").write_text("id,amount,note\n3,3.5,x\n")
+    code, report = wap.run(str(folder), checks=[])
+    assert code == 2 and wap.ids() == [1] and "b.csv: its CSV header does not match" in report.error
+
+
+def test_a_csv_header_is_read_from_a_file_whose_name_has_percent_signs_and_spaces(spark, tmp_path):
+    path = tmp_path / "day%41 one.csv"
+    path.write_text("id,amount\n1,2\n")
+    assert wap_etl.csv_header_in_driver(spark, {"header": "true"}, str(tmp_path / "day*")) == ["id", "amount"]
