@@ -3135,7 +3135,7 @@ def csv_header_in_driver(spark, options, paths):
     these names as it reads (enforceSchema false), so a misread header fails the run as bad
     input, never loads shifted columns."""
     given = {k.lower(): v for k, v in options.items()}  # Spark's options ignore case
-    if CSV_HEADER_OPTIONS & given.keys() or any(k.startswith("fs.") for k in given):  # a file system's own
+    if CSV_HEADER_OPTIONS & given.keys() or any("." in k for k in given):  # fs.*, io.*: Hadoop's own
         return None
     sep = given.get("sep", given.get("delimiter", ","))
     try:
@@ -3359,59 +3359,85 @@ class InputFiles:
     stamps: dict = field(default_factory=dict)  # path -> (size, version): what replacing it changes
 
 
-def identify_input(spark, paths):
+def identify_input(spark, paths, listed=None):
     """Each file's identity from its path, size and content: S3's ETag, a SHA-1 of a local file's
     bytes, else (other file systems) its modification time. Content rather than time, so an
-    identical re-upload is the same input; no catalog alias, so one table is one table."""
+    identical re-upload is the same input; no catalog alias, so one table is one table. Each file
+    is also stamped (file_stamp), so a change before Spark reads it is caught (check_input_unchanged);
+    `listed`: {path: length} as Spark listed the files (it reads each that far and no further)."""
     paths = sorted({normalize_path(f) for f in paths})
     s3 = s3_etags([f for f in paths if f.startswith("s3://")])
     lines, stamps = [], {}
     for path in paths:
+        stamps[path] = file_stamp(spark, path, s3)
         size, tag = s3[path] if path in s3 else local_or_hadoop_identity(spark, path)
+        if path.startswith("file:///") and file_stamp(spark, path, s3) != stamps[path]:
+            raise changed_input(path)  # hashed while it changed: which content is unknown
+        if path in (listed or {}) and listed[path] != stamps[path][0]:
+            raise changed_input(path)  # Spark would read it only as far as its listed length
         lines.append(f"{path}\t{size}\t{tag}")
-        stamps[path] = local_stamp(path) if path.startswith("file:///") else (size, tag)
     digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
     return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest,
                       {path: tag for path, (size, tag) in s3.items()}, stamps)
 
 
-def local_stamp(path):
-    """(size, modification time in ns) of a local file, None if it is gone."""
+def file_stamp(spark, path, s3):
+    """(size, version, ...) of a file, which replacing it changes: S3's size and ETag (from the
+    listing `s3`), a local file's size, modification time and inode, else Hadoop's length and
+    modification time; None if it is gone. Other errors are raised, never taken for a change."""
+    if path in s3:
+        return s3[path]
+    if path.startswith("file:///"):
+        try:
+            info = os.stat(local_path(path))
+        except FileNotFoundError:
+            return None
+        return info.st_size, info.st_mtime_ns, info.st_ino
     try:
-        info = os.stat(local_path(path))
-    except OSError:
-        return None
-    return info.st_size, info.st_mtime_ns
+        return local_or_hadoop_identity(spark, path)
+    except Exception as e:
+        if "FileNotFoundException" in str(e):
+            return None
+        raise
 
 
-def file_stamps(spark, paths):
-    """{path: (size, version)} as identify_input stamps them: S3's ETag, a local file's
-    modification time, else Hadoop's; None for a file that is gone."""
-    s3 = s3_etags([f for f in paths if f.startswith("s3://")])
-    stamps = {}
-    for path in paths:
-        if path.startswith("s3://"):
-            stamps[path] = s3.get(path)
-        elif path.startswith("file:///"):
-            stamps[path] = local_stamp(path)
-        else:
-            try:
-                stamps[path] = local_or_hadoop_identity(spark, path)
-            except Exception:  # gone
-                stamps[path] = None
-    return stamps
+def changed_input(path):
+    return WapError(f"--source_path: {path} changed while this run read it; nothing was published. "
+                    "Rerun to load the files as they are now")
 
 
 def check_input_unchanged(spark, t, batch):
     """The batch's files are still those it was identified by: else the rows Spark staged (and
     audited) may be another file's than the batch's identity names, and a later run would load
     that content again as new input. Nothing is published; the run's branch is dropped."""
-    now = file_stamps(spark, list(batch.input_stamps))
-    changed = [path for path, stamp in batch.input_stamps.items() if now[path] != stamp]
+    s3 = s3_etags([f for f in batch.input_stamps if f.startswith("s3://")])
+    changed = [path for path, stamp in batch.input_stamps.items() if file_stamp(spark, path, s3) != stamp]
     if changed:
         drop_branch(spark, t, batch.branch)
-        raise WapError(f"--source_path: {changed[0]} changed while this run read it; nothing was "
-                       "published. Rerun to load the files as they are now")
+        raise changed_input(changed[0])
+
+
+def spark_listed_sizes(df):
+    """{path: length} of the files Spark listed for a file source read, as input_files spells
+    them; {} where the plan is no plain file scan."""
+    from urllib.parse import unquote
+    sizes = {}
+    try:
+        leaves = df._jdf.queryExecution().analyzed().collectLeaves()
+        for i in range(leaves.size()):
+            leaf = leaves.apply(i)
+            if leaf.getClass().getSimpleName() != "LogicalRelation":
+                continue
+            relation = leaf.relation()
+            if relation.getClass().getSimpleName() != "HadoopFsRelation":
+                continue
+            files = relation.location().allFiles()
+            for j in range(files.size()):
+                status = files.apply(j)
+                sizes[normalize_path(unquote(status.getPath().toUri().toString()))] = status.getLen()
+    except Exception as e:  # another plan shape: only the recheck after the audit then
+        log.info("Spark's listing of the batch not read (%s)", first_line(e))
+    return sizes
 
 
 def s3_etags(paths):
@@ -7510,7 +7536,8 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
     with timed(report, "validate"):
         check_source(spark, p, source, paths)
-        files = identify_input(spark, paths if p.source_files == "new" else input_files(source))
+        files = identify_input(spark, paths if p.source_files == "new" else input_files(source),
+                               spark_listed_sizes(source))
         df = apply_transform(source)
         validate_checks_against(spark, checks, df, t)
         if p.mode == "merge" and not any(c.keyed and not c.where and [x.lower() for x in c.columns]
@@ -7613,9 +7640,9 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             audit_staged(spark, p, t, checks, report, df, staged, dropped_counts, metrics, ledger)
             audited = True
             fault_point("audit")
-            check_input_unchanged(spark, t, batch)  # what was staged and audited is the batch's input
-            if blocking_failures(report):
+            if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
                 return audit_failed(report)
+            check_input_unchanged(spark, t, batch)  # what was staged and audited is the batch's input
             if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
                 # neither a rerun nor --source_files new reads and quarantines it again

@@ -5,6 +5,7 @@ import json
 import os
 import time
 
+import pytest
 
 import wap_etl
 from conftest import soak
@@ -94,6 +95,18 @@ def test_a_source_file_replaced_while_the_run_reads_it_is_never_published_under_
     assert wap.run(path, checks=UNIQUE)[0] == 0 and wap.ids() == [0, 1, 2, 3, 4, 5, 6]
     code, again = wap.run(path, checks=UNIQUE)
     assert code == 0 and again.status == "already_published" and wap.ids() == [0, 1, 2, 3, 4, 5, 6]
+
+
+def test_a_source_file_grown_after_spark_listed_it_is_refused_before_anything_is_written(spark, tmp_path):
+    """Spark reads each file only as far as the length it listed: identifying the grown file
+    would name rows the write never reads."""
+    path = tmp_path / "day1.csv"
+    path.write_text("id,amount\n1,1.0\n")
+    source = spark.read.options(header="true").schema("id int, amount double").csv(str(path))
+    with open(path, "a") as f:
+        f.write("2,2.0\n")
+    with pytest.raises(wap_etl.WapError, match="changed while this run read it"):
+        wap_etl.identify_input(spark, wap_etl.input_files(source), wap_etl.spark_listed_sizes(source))
 
 
 def test_same_batch_id_with_bad_input_meanwhile_never_reaches_main(wap, tmp_path):

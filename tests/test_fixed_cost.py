@@ -182,25 +182,19 @@ def test_a_csv_batch_with_blank_lines_before_its_header_loads_into_the_right_col
     assert [(r["id"], r["amount"], r["status"]) for r in wap.rows()] == [(1, 1.5, "new"), (2, 7.5, "paid")]
 
 
-def test_a_csv_file_whose_header_differs_from_the_others_publishes_nothing(wap):
+@pytest.mark.parametrize("other,detail", [
+    ("amount,id\n3.5,3\n", "expected 'id', found 'amount'"),  # the same columns in another order
+    ("id,amount,note\n3,3.5,x\n", ""),                         # another column
+])
+def test_a_csv_file_whose_header_differs_from_the_others_is_bad_input_naming_it(wap, other, detail):
     assert wap.run([{"id": 1, "amount": 1.5}], checks=[])[0] == 0
     folder = wap.tmp / "in" / "day2"
     folder.mkdir(parents=True)
     (folder / "a.csv").write_text("id,amount\n2,2.5\n")
-    (folder / "b.csv").write_text("amount,id\n3.5,3\n")
+    (folder / "b.csv").write_text(other)
     code, report = wap.run(str(folder), checks=[])
     assert code == 2 and wap.ids() == [1], report.error
-    assert "b.csv: its CSV header does not match" in report.error and "expected 'id', found 'amount'" in report.error
-
-
-def test_a_csv_file_with_an_extra_header_column_is_bad_input_naming_it(wap):
-    assert wap.run([{"id": 1, "amount": 1.5}], checks=[])[0] == 0
-    folder = wap.tmp / "in" / "day2"
-    folder.mkdir(parents=True)
-    (folder / "a.csv").write_text("id,amount\n2,2.5\n")
-    (folder / "b.csv").write_text("id,amount,note\n3,3.5,x\n")
-    code, report = wap.run(str(folder), checks=[])
-    assert code == 2 and wap.ids() == [1] and "b.csv: its CSV header does not match" in report.error
+    assert "b.csv: its CSV header does not match" in report.error and detail in report.error
 
 
 def test_a_csv_header_is_read_from_a_file_whose_name_has_percent_signs_and_spaces(spark, tmp_path):
