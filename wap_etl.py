@@ -3359,21 +3359,28 @@ class InputFiles:
     stamps: dict = field(default_factory=dict)  # path -> (size, version): what replacing it changes
 
 
-def identify_input(spark, paths, listed=None):
+def identify_input(spark, paths, source=None):
     """Each file's identity from its path, size and content: S3's ETag, a SHA-1 of a local file's
     bytes, else (other file systems) its modification time. Content rather than time, so an
     identical re-upload is the same input; no catalog alias, so one table is one table. Each file
-    is also stamped (file_stamp), so a change before Spark reads it is caught (check_input_unchanged);
-    `listed`: {path: length} as Spark listed the files (it reads each that far and no further)."""
+    is also stamped (file_stamp), so a change before Spark reads it is caught (check_input_unchanged).
+    Off S3 (where client-side encryption lists other lengths) its size must also be the length
+    Spark listed for the read of `source`: Spark reads a file that far and no further."""
     paths = sorted({normalize_path(f) for f in paths})
     s3 = s3_etags([f for f in paths if f.startswith("s3://")])
+    listed = spark_listed_sizes(source) if source is not None and len(s3) < len(paths) else {}
     lines, stamps = [], {}
     for path in paths:
         stamps[path] = file_stamp(spark, path, s3)
-        size, tag = s3[path] if path in s3 else local_or_hadoop_identity(spark, path)
-        if path.startswith("file:///") and file_stamp(spark, path, s3) != stamps[path]:
-            raise changed_input(path)  # hashed while it changed: which content is unknown
-        if path in (listed or {}) and listed[path] != stamps[path][0]:
+        if stamps[path] is None:
+            raise changed_input(path)  # listed for the read, gone now
+        if path.startswith("file:///"):
+            size, tag = local_or_hadoop_identity(spark, path)
+            if file_stamp(spark, path, s3) != stamps[path]:
+                raise changed_input(path)  # hashed while it changed: which content is unknown
+        else:  # S3's ETag, or Hadoop's length and modification time: the stamp itself
+            size, tag = stamps[path][:2]
+        if not path.startswith("s3://") and path in listed and listed[path] != size:
             raise changed_input(path)  # Spark would read it only as far as its listed length
         lines.append(f"{path}\t{size}\t{tag}")
     digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
@@ -3387,6 +3394,11 @@ def file_stamp(spark, path, s3):
     modification time; None if it is gone. Other errors are raised, never taken for a change."""
     if path in s3:
         return s3[path]
+    if path.startswith("s3://"):  # not in the listing: gone, or readable only as Hadoop sees it
+        try:
+            return local_or_hadoop_identity(spark, path)
+        except Exception:
+            return None
     if path.startswith("file:///"):
         try:
             info = os.stat(local_path(path))
@@ -3417,9 +3429,12 @@ def check_input_unchanged(spark, t, batch):
         raise changed_input(changed[0])
 
 
+LISTED_SIZES_MAX_FILES = 1000  # past this many files, reading Spark's listing costs too many JVM calls
+
+
 def spark_listed_sizes(df):
     """{path: length} of the files Spark listed for a file source read, as input_files spells
-    them; {} where the plan is no plain file scan."""
+    them; {} where the plan is no plain file scan, or lists too many files."""
     from urllib.parse import unquote
     sizes = {}
     try:
@@ -3432,8 +3447,11 @@ def spark_listed_sizes(df):
             if relation.getClass().getSimpleName() != "HadoopFsRelation":
                 continue
             files = relation.location().allFiles()
-            for j in range(files.size()):
-                status = files.apply(j)
+            if files.size() > LISTED_SIZES_MAX_FILES:
+                return {}
+            statuses = files.iterator()  # not apply(j): a Stream or List is walked from its head
+            while statuses.hasNext():
+                status = statuses.next()
                 sizes[normalize_path(unquote(status.getPath().toUri().toString()))] = status.getLen()
     except Exception as e:  # another plan shape: only the recheck after the audit then
         log.info("Spark's listing of the batch not read (%s)", first_line(e))
@@ -7536,8 +7554,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
     with timed(report, "validate"):
         check_source(spark, p, source, paths)
-        files = identify_input(spark, paths if p.source_files == "new" else input_files(source),
-                               spark_listed_sizes(source))
+        files = identify_input(spark, paths if p.source_files == "new" else input_files(source), source)
         df = apply_transform(source)
         validate_checks_against(spark, checks, df, t)
         if p.mode == "merge" and not any(c.keyed and not c.where and [x.lower() for x in c.columns]

@@ -106,7 +106,7 @@ def test_a_source_file_grown_after_spark_listed_it_is_refused_before_anything_is
     with open(path, "a") as f:
         f.write("2,2.0\n")
     with pytest.raises(wap_etl.WapError, match="changed while this run read it"):
-        wap_etl.identify_input(spark, wap_etl.input_files(source), wap_etl.spark_listed_sizes(source))
+        wap_etl.identify_input(spark, wap_etl.input_files(source), source)
 
 
 def test_same_batch_id_with_bad_input_meanwhile_never_reaches_main(wap, tmp_path):
