@@ -5315,7 +5315,7 @@ class Audit:
 
 
 def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
-          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None, staged_id=None, input_files=()):
+          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None, staged_id=None, input_files=None):
     """Evaluate every check against the staged rows: each metric is computed once, in one shared
     Spark job (or proven from the files' metrics), and each check's condition is judged on it.
 
@@ -5356,8 +5356,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         # its staged rows are a join over the whole table's files, which one task would scan alone.
         one_task = small and whole_table is None
         row, how = scan_metrics(staged_df.coalesce(1) if one_task else staged_df, aggs), "scan"
-    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id,
-              files=input_files if isinstance(input_files, dict) else dict.fromkeys(input_files))
+    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id, files=input_files or {})
     results = {}
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
@@ -5689,13 +5688,13 @@ def rule_files(a, where, select=None):
 
 
 def stat_files(paths):
-    """Size and modification time of named files (a list, or {path: the S3 ETag it must still
-    have}): one S3 listing per folder, os.stat locally."""
+    """Size and modification time of named files, {path: the S3 ETag it must still have, or
+    None}: one S3 listing per folder, os.stat locally."""
     s3 = {path: s3_file(obj, path) for path, obj in s3_objects([p for p in paths if p.startswith("s3://")]).items()}
     out = []
     for path in paths:
         if path in s3:
-            if isinstance(paths, dict) and paths[path] not in (None, s3[path].etag):
+            if paths[path] not in (None, s3[path].etag):
                 raise FileRuleError(f"{path} was replaced after the batch read it (ETag {paths[path]}, "
                                     f"now {s3[path].etag})")
             out.append(s3[path])
@@ -5734,12 +5733,12 @@ def files_at(where):
         raise FileRuleError(f"{where}: file rules read local or S3 files only")
     local = local_path(where)
     if os.path.isfile(local):
-        return stat_files([where])
+        return stat_files({where: None})
     found = []
     for root, dirs, names in os.walk(local):
         dirs[:] = sorted(d for d in dirs if not is_hidden(d))
         found += [os.path.join(root, n) for n in sorted(names) if not is_hidden(n)]
-    return stat_files([normalize_path("file://" + f) for f in found])
+    return stat_files(dict.fromkeys(normalize_path("file://" + f) for f in found))
 
 
 def content_keys(files):
