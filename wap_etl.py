@@ -3355,8 +3355,8 @@ class InputFiles:
     paths: list
     ids: list
     fingerprint: str
-    etags: dict = field(default_factory=dict)  # s3 path -> the ETag the batch was identified by
     stamps: dict = field(default_factory=dict)  # path -> (size, version): what replacing it changes
+    pins: dict = field(default_factory=dict)  # path -> what a file rule requires of it (file_pin)
 
 
 def identify_input(spark, paths, source=None):
@@ -3385,7 +3385,13 @@ def identify_input(spark, paths, source=None):
         lines.append(f"{path}\t{size}\t{tag}")
     digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
     return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest,
-                      {path: tag for path, (size, tag) in s3.items()}, stamps)
+                      stamps, {path: file_pin(path, stamps[path], s3) for path in paths})
+
+
+def file_pin(path, stamp, s3):
+    """What a file rule requires of a batch file it reads, so it judges the bytes the batch read:
+    an S3 object's ETag as listed, a local file's stamp; None elsewhere (file rules read neither)."""
+    return stamp[1] if path in s3 else stamp if path.startswith("file:///") else None
 
 
 def file_stamp(spark, path, s3):
@@ -3401,16 +3407,21 @@ def file_stamp(spark, path, s3):
             return None
     if path.startswith("file:///"):
         try:
-            info = os.stat(local_path(path))
+            return local_stamp(os.stat(local_path(path)))
         except FileNotFoundError:
             return None
-        return info.st_size, info.st_mtime_ns, info.st_ino
     try:
         return local_or_hadoop_identity(spark, path)
     except Exception as e:
         if "FileNotFoundException" in str(e):
             return None
         raise
+
+
+def local_stamp(info):
+    """A local file's (size, modification time in ns, inode) from its os.stat: what a change,
+    a rewrite in place or a replacement by rename, alters."""
+    return info.st_size, info.st_mtime_ns, info.st_ino
 
 
 def changed_input(path):
@@ -3505,30 +3516,47 @@ def local_path(path):
     return local
 
 
-def file_digest(path, algorithm="sha256", etag=None):
-    """A hex digest of a local or S3 file's bytes, streamed in blocks; an S3 object only as of
-    `etag` when given (a replaced object is an error, never another object's digest)."""
+def file_digest(path, algorithm="sha256", pin=None):
+    """A hex digest of a local or S3 file's bytes, streamed in blocks; with a `pin` (file_pin),
+    only of the bytes the batch read: a file replaced or changed before or while it is read is
+    an error, never another content's digest."""
     digest = hashlib.new(algorithm, usedforsecurity=False)
-    with open_bytes(path, etag) as f:
+    with open_bytes(path, pin) as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
+        if pin is not None and not path.startswith("s3://"):
+            require_pin(path, pin, os.fstat(f.fileno()))  # written to while it was read
     return digest.hexdigest()
 
 
-def open_bytes(path, etag=None):
-    """A local or S3 file's bytes as a stream, closed by `with`; an S3 object only if its ETag is
-    still `etag` (S3 checks it: If-Match)."""
+def open_bytes(path, pin=None):
+    """A local or S3 file's bytes as a stream, closed by `with`; only as the batch read it when
+    pinned: an S3 object if its ETag is still the pin (S3 checks it: If-Match), a local file if its
+    stamp is."""
     if path.startswith("s3://"):
         import boto3
         bucket, key = split_s3(path)
-        pin = {"IfMatch": f'"{etag}"'} if etag else {}
+        match = {"IfMatch": f'"{pin}"'} if pin else {}
         try:
-            return closing(boto3.client("s3").get_object(Bucket=bucket, Key=key, **pin)["Body"])
+            return closing(boto3.client("s3").get_object(Bucket=bucket, Key=key, **match)["Body"])
         except Exception as e:
             if getattr(e, "response", {}).get("Error", {}).get("Code") == "PreconditionFailed":
-                raise FileRuleError(f"{path} was replaced after it was listed (ETag {etag})") from None
+                raise FileRuleError(f"{path} was replaced after it was listed (ETag {pin})") from None
             raise
-    return open(local_path(path), "rb")
+    f = open(local_path(path), "rb")
+    if pin is not None:
+        try:
+            require_pin(path, pin, os.fstat(f.fileno()))
+        except FileRuleError:
+            f.close()
+            raise
+    return f
+
+
+def require_pin(path, pin, info):
+    """A local file a file rule reads must be as the batch read it (its stamp, as identified)."""
+    if local_stamp(info) != tuple(pin):
+        raise FileRuleError(f"{path} was replaced or changed after the batch read it")
 
 
 def fingerprint_config(p, checks):
@@ -3559,6 +3587,7 @@ class Batch:
     input_files: list
     track_files: bool = False  # --source_files new: a file is consumed by its path
     input_stamps: dict = field(default_factory=dict)  # path -> (size, version) when identified
+    input_pins: dict = field(default_factory=dict)  # path -> what a file rule requires of it (file_pin)
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
@@ -5292,7 +5321,7 @@ class Audit:
     whole_table: object = None
     staged_id: int = None
     groups: dict = field(default_factory=dict)  # (columns, where) -> value_groups, computed once
-    files: dict = field(default_factory=dict)  # the batch's source files: normalized path -> S3 ETag
+    files: dict = field(default_factory=dict)  # the batch's source files: normalized path -> pin
 
     @property
     def total(self):
@@ -5658,15 +5687,15 @@ class FileRuleError(Exception):
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file a file rule reads: where it is, its size, last modification (epoch seconds) and, on
-    S3, the ETag its checksum is read at."""
+    """A file a file rule reads: where it is, its size, last modification (epoch seconds) and
+    its pin (file_pin): what its bytes must still be as of, for a checksum."""
     path: str
     size: int
     modified: float
-    etag: str = None
+    pin: object = None
 
     def digest(self, algorithm="sha256"):
-        return file_digest(self.path, algorithm, self.etag)
+        return file_digest(self.path, algorithm, self.pin)
 
 
 def within(path, where):
@@ -5688,19 +5717,21 @@ def rule_files(a, where, select=None):
 
 
 def stat_files(paths):
-    """Size and modification time of named files, {path: the S3 ETag it must still have, or
-    None}: one S3 listing per folder, os.stat locally."""
+    """Size and modification time of named files, {path: its pin (file_pin), or None}: one S3
+    listing per folder, os.stat locally. A pinned file must still be as the batch read it."""
     s3 = {path: s3_file(obj, path) for path, obj in s3_objects([p for p in paths if p.startswith("s3://")]).items()}
     out = []
     for path in paths:
         if path in s3:
-            if paths[path] not in (None, s3[path].etag):
+            if paths[path] not in (None, s3[path].pin):
                 raise FileRuleError(f"{path} was replaced after the batch read it (ETag {paths[path]}, "
-                                    f"now {s3[path].etag})")
+                                    f"now {s3[path].pin})")
             out.append(s3[path])
         elif path.startswith("file:///"):
             info = os.stat(local_path(path))
-            out.append(SourceFile(path, info.st_size, info.st_mtime))
+            if paths[path] is not None:
+                require_pin(path, paths[path], info)
+            out.append(SourceFile(path, info.st_size, info.st_mtime, local_stamp(info)))
         else:
             raise FileRuleError(f"{path} is gone" if path.startswith("s3://") else
                                 f"{path}: file rules read local or S3 files only")
@@ -6265,7 +6296,6 @@ class RunReport:
     config_fingerprint: str = None
     input_files: list = field(default_factory=list)
     input_file_ids: list = field(default_factory=list)  # one identity (path, size, content) per file
-    input_etags: dict = field(default_factory=dict)  # s3 path -> ETag: the file rules read these objects
     table_uuid: str = None  # the table's identity, whatever catalog alias reached it
     rerun_command: str = None
     html_report: str = None  # where the run's HTML page was written
@@ -7568,10 +7598,11 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
     batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
                   input_fingerprint=files.fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=files.paths, file_ids=files.ids, explicit_id=p.batch_id is not None,
-                  track_files=p.source_files == "new", columns=list(df.columns), input_stamps=files.stamps)
+                  track_files=p.source_files == "new", columns=list(df.columns), input_stamps=files.stamps,
+                  input_pins=files.pins)
     report.batch_id, report.branch = batch.batch_id, batch.branch
     report.input_fingerprint, report.config_fingerprint = files.fingerprint, batch.config_fingerprint
-    report.input_files, report.input_file_ids, report.input_etags = batch.input_files, batch.file_ids, files.etags
+    report.input_files, report.input_file_ids = batch.input_files, batch.file_ids
     report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{batch.branch}'"
     try:
         with timed(report, "prepare"):
@@ -7653,7 +7684,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             staged, metrics = stage(spark, p, t, checks, report, batch, df)
             audited = False
         if not audited:
-            audit_staged(spark, p, t, checks, report, df, staged, dropped_counts, metrics, ledger)
+            audit_staged(spark, p, t, checks, report, batch, df, staged, dropped_counts, metrics, ledger)
             audited = True
             fault_point("audit")
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
@@ -7784,7 +7815,7 @@ def stage(spark, p, t, checks, report, batch, df):
     return staged, observed_metrics(staged["summary"], observation)
 
 
-def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, metrics, ledger):
+def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger):
     """Every check against exactly the snapshot that will be published."""
     if report.checks:  # a restage: main moved, so may have the history the ledger checks read
         ledger.forget()
@@ -7798,7 +7829,7 @@ def audit_staged(spark, p, t, checks, report, batch_df, staged, dropped_counts, 
             spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,
             report.rows_dropped or 0, staged["snapshot_id"] if p.mode != "merge" else None,
             report.rows_read, staged_id=staged["snapshot_id"],
-            input_files={path: report.input_etags.get(path) for path in report.input_files})
+            input_files=batch.input_pins)
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent

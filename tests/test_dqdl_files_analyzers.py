@@ -220,7 +220,7 @@ def pinned_audit(paths):
     """An audit of a batch identified (listed, ETags taken) now."""
     files = wap_etl.identify_input(None, paths)
     return wap_etl.Audit(None, None, None, None, None, {"rows": 0}, None,
-                         files={path: files.etags[path] for path in files.paths})
+                         files=files.pins)
 
 
 def test_file_rules_fail_when_an_s3_batch_file_is_replaced_after_the_batch_read_it(bucket):
@@ -246,6 +246,30 @@ def test_file_checksum_of_an_s3_object_is_read_only_at_the_etag_it_was_listed_wi
     assert listed.digest() == hashlib.sha256(b"id\n1\n").hexdigest()
     bucket.put_object(Bucket="landing", Key="in/a.csv", Body=b"id\n2\n")
     with pytest.raises(wap_etl.FileRuleError, match="replaced after it was listed"):
+        listed.digest()
+
+
+
+def test_file_rules_fail_when_a_local_batch_file_changes_after_the_batch_read_it(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"id\n1\n")
+    audit = pinned_audit([f"file://{path}"])
+    listed, rewritten = hashlib.sha256(b"id\n1\n").hexdigest(), hashlib.sha256(b"id\n2\n").hexdigest()
+    [match] = wap_etl.parse_checks(wap_etl.parse_dqdl(f'Rules = [ FileMatch in ["{listed}", "{rewritten}"] ]'))
+    assert wap_etl.KINDS["file_match"].judge(audit, match)["passed"] is True
+    path.write_bytes(b"id\n2\n")  # same size, a checksum the rule lists: judged only as the batch read it
+    r = wap_etl.KINDS["file_match"].judge(audit, match)
+    assert r["passed"] is False and "changed after the batch read it" in r["detail"]
+
+
+def test_file_checksum_of_a_local_file_is_read_only_as_it_was_listed(tmp_path):
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "a.csv"
+    path.write_bytes(b"id\n1\n")
+    [listed] = wap_etl.files_at(f"file://{tmp_path}/in")
+    assert listed.digest() == hashlib.sha256(b"id\n1\n").hexdigest()
+    path.write_bytes(b"id\n2\n")
+    with pytest.raises(wap_etl.FileRuleError, match="changed after the batch read it"):
         listed.digest()
 
 
