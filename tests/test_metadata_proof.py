@@ -277,3 +277,38 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
         by_pushdown += sum(r["decided_by"] == "pushdown" for r in proven)
     assert by_metadata >= 6, "the proof decided checks in the trials, not only the scan"
     assert by_pushdown >= 2, "row group dictionaries decided checks in the trials"
+
+
+def test_main_may_hold_a_key_only_where_its_files_bounds_reach_the_batchs_range(wap, spark):
+    """The unique look-up on main is planned by Iceberg from the manifests: a batch key range
+    clear of every file's bounds needs no query; one that reaches a file's bounds does."""
+    assert wap.run([{"id": i, "s": f"k{i:02d}"} for i in range(10, 20)], checks=[])[0] == 0
+    table = wap_etl.TableRef("local", wap.ns, "orders")
+    main = wap_etl.iceberg_table(spark, table).currentSnapshot().snapshotId()
+    assert not wap_etl.main_may_hold(spark, table, main, [("id", 20, 30)])
+    assert wap_etl.main_may_hold(spark, table, main, [("id", 15, 30)])
+    assert wap_etl.main_may_hold(spark, table, main, [("ID", 19, 19)])  # as Spark: names ignore case
+    assert not wap_etl.main_may_hold(spark, table, main, [("s", "k20", "k30")])
+    assert wap_etl.main_may_hold(spark, table, main, [("id", 0, 10), ("s", "k00", "k10")])
+    assert not wap_etl.main_may_hold(spark, table, main, [("id", 15, 30), ("s", "k20", "k30")])
+
+
+def test_unique_finds_a_string_key_already_on_main(wap):
+    assert wap.run([{"id": i, "s": f"k{i:02d}"} for i in range(10, 20)], checks=[])[0] == 0
+    code, report = wap.run([{"id": 30, "s": "k15"}, {"id": 31, "s": "k99"}],
+                           checks=[{"check": "unique", "columns": ["s"]}])
+    assert code == 3 and report.checks[0]["sample"] == [{"s": "k15", "count": 1, "on_main": True}]
+
+
+def test_a_staged_batch_of_several_files_is_read_on_every_core(wap, spark):
+    """Iceberg packs up to 16 MB into one task when it adapts its split size: a batch of a few
+    small files would be audited by one task on one core of the two."""
+    rows = spark.range(40_000).selectExpr("CAST(id AS INT) AS id", "id * 1.5 AS amount", "id % 2 AS part")
+    path = str(wap.tmp / "in" / "two_files.parquet")
+    rows.write.parquet(path)
+    code, report = wap.run(path, checks=[], publish="false", partition_by="part")  # a file a partition
+    assert code == 0, report.error
+    table = wap_etl.TableRef("local", wap.ns, "orders")
+    assert int(wap_etl.snapshot_info(spark, table, report.staged_snapshot)["summary"]["added-data-files"]) == 2
+    staged = wap_etl.read_staged(spark, table, report.staged_snapshot, report.main_snapshot_before)
+    assert staged.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
