@@ -3433,14 +3433,18 @@ def changed_input(path):
                     "Rerun to load the files as they are now")
 
 
-def check_input_unchanged(spark, t, batch):
+def check_input_unchanged(spark, t, batch, quarantined=False):
     """The batch's files are still those it was identified by: else the rows Spark staged (and
     audited) may be another file's than the batch's identity names, and a later run would load
-    that content again as new input. Nothing is published; the run's branch is dropped."""
+    that content again as new input. Nothing is published; the run's branch is dropped, and so
+    are the rows it quarantined (`quarantined`): read from the same files, under an identity no
+    run will publish, so nothing else would ever tidy them away."""
     s3 = s3_etags([f for f in batch.input_stamps if f.startswith("s3://")])
     changed = [path for path, stamp in batch.input_stamps.items() if file_stamp(spark, path, s3) != stamp]
     if changed:
         drop_branch(spark, t, batch.branch)
+        if quarantined:
+            side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch))
         raise changed_input(changed[0])
 
 
@@ -7733,7 +7737,8 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             fault_point("audit")
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
                 return audit_failed(report)
-            check_input_unchanged(spark, t, batch)  # what was staged and audited is the batch's input
+            check_input_unchanged(spark, t, batch,  # what was staged and audited is the batch's input
+                                  quarantined=bool(report.quarantine_table) and batch.quarantine_run == batch.run_id)
             if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
                 # neither a rerun nor --source_files new reads and quarantines it again

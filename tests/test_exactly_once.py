@@ -97,6 +97,32 @@ def test_a_source_file_replaced_while_the_run_reads_it_is_never_published_under_
     assert code == 0 and again.status == "already_published" and wap.ids() == [0, 1, 2, 3, 4, 5, 6]
 
 
+
+def test_rows_quarantined_from_a_source_file_that_then_changed_are_discarded_with_the_run(wap, spark, tmp_path):
+    """The changed run's quarantined rows name a batch no run will publish: left behind, they would
+    sit in the quarantine forever beside the rows of the run that does publish."""
+    drop = [{"check": "between", "column": "amount", "min": 0, "action": "drop", "name": "positive"}]
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=drop)[0] == 0
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proc = wap.cli(path, env=paused(gate, "before_write"), checks=drop)
+    deadline = time.time() + 300
+    while not any(n.endswith(".before_write") for n in os.listdir(gate)):  # its row quarantined
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    assert [r["id"] for r in spark.table(f"{wap.sql}_quarantine").collect()] == [6]
+    with open(path, "a") as f:
+        f.write("7,7.0\n")
+    (gate / "go").touch()
+    code, report, out = finish(proc)
+    assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
+    assert spark.table(f"{wap.sql}_quarantine").count() == 0
+    code, rerun = wap.run(path, checks=drop)
+    assert code == 0 and wap.ids() == [0, 1, 2, 3, 4, 5, 7]
+    quarantined = [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
+    assert quarantined == [(6, rerun.run_id)]
+
 def test_a_source_file_grown_after_spark_listed_it_is_refused_before_anything_is_written(spark, tmp_path):
     """Spark reads each file only as far as the length it listed: identifying the grown file
     would name rows the write never reads."""
