@@ -7738,7 +7738,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
                 return audit_failed(report)
             check_input_unchanged(spark, t, batch,  # what was staged and audited is the batch's input
-                                  quarantined=bool(report.quarantine_table) and batch.quarantine_run == batch.run_id)
+                                  quarantined=quarantined_by_this_run(report, batch))
             if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
                 # neither a rerun nor --source_files new reads and quarantines it again
@@ -7839,6 +7839,21 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     return EXIT_OK
 
 
+def raise_if_input_changed(spark, t, batch, report, error):
+    """A write that failed on what it read (a header or a row that does not fit) because a source
+    file changed under the run fails as that change, not as bad input in the file."""
+    try:
+        check_input_unchanged(spark, t, batch, quarantined=quarantined_by_this_run(report, batch))
+    except WapError as changed:
+        raise changed from error
+    except Exception as e:  # the recheck itself failed: the write's own error stands
+        log.info("source files not rechecked after the failed write (%s)", first_line(e))
+
+
+def quarantined_by_this_run(report, batch):
+    return bool(report.quarantine_table) and batch.quarantine_run == batch.run_id
+
+
 def stage(spark, p, t, checks, report, batch, df):
     """Write the batch to a branch of this run's own, made at main as it is now; the guard proves
     the write landed there. Returns the staged snapshot_info and the metrics observed on the write."""
@@ -7854,8 +7869,9 @@ def stage(spark, p, t, checks, report, batch, df):
         aggs = row_metrics(checks) if p.audit_source == "write" else None
         try:
             observation = write_branch(spark, p, t, df, batch, aggs)
-        except Exception:
+        except Exception as e:
             drop_branch(spark, t, batch.branch)  # it holds nothing of this run's: don't leave it
+            raise_if_input_changed(spark, t, batch, report, e)
             raise
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)

@@ -123,6 +123,26 @@ def test_rows_quarantined_from_a_source_file_that_then_changed_are_discarded_wit
     quarantined = [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
     assert quarantined == [(6, rerun.run_id)]
 
+
+def test_a_source_file_rewritten_with_another_header_mid_run_fails_as_changed_not_as_bad_input(wap, tmp_path):
+    """Spark checks each file's header as the write reads it: the header it finds is the changed
+    file's, and "fix your file" (exit 2) would blame a file that was fine when the run began."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proc = wap.cli(path, env=paused(gate, "before_write"), checks=UNIQUE)
+    deadline = time.time() + 300
+    while not any(n.endswith(".before_write") for n in os.listdir(gate)):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    with open(path, "w") as f:
+        f.write("amount,id\n1.0,1\n")
+    (gate / "go").touch()
+    code, report, out = finish(proc)
+    assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
+    assert wap.ids() == [0] and [n for n in wap.refs() if n.startswith("audit_")] == []
+
 def test_a_source_file_grown_after_spark_listed_it_is_refused_before_anything_is_written(spark, tmp_path):
     """Spark reads each file only as far as the length it listed: identifying the grown file
     would name rows the write never reads."""
