@@ -3423,9 +3423,11 @@ def file_stamp(spark, path, s3):
 
 
 def local_stamp(info):
-    """A local file's (size, modification time in ns, inode) from its os.stat: what a change,
-    a rewrite in place or a replacement by rename, alters."""
-    return info.st_size, info.st_mtime_ns, info.st_ino
+    """A local file's (size, modification and change times in ns, inode) from its os.stat: what
+    a change, a rewrite in place or a replacement by rename alters. The change time also moves
+    when a copy sets the modification time back (cp -p, touch -r); both are only as fine as the
+    file system's clock."""
+    return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino
 
 
 def changed_input(path):
@@ -3561,10 +3563,10 @@ def open_bytes(path, pin=None):
     return f
 
 
-def require_pin(path, pin, info):
-    """A local file a file rule reads must be as the batch read it (its stamp, as identified)."""
+def require_pin(path, pin, info, since="after it was listed"):
+    """A local file a file rule reads must still have the stamp it was identified or listed with."""
     if local_stamp(info) != tuple(pin):
-        raise FileRuleError(f"{path} was replaced or changed after the batch read it")
+        raise FileRuleError(f"{path} was replaced or changed {since}")
 
 
 def fingerprint_config(p, checks):
@@ -4702,26 +4704,32 @@ def read_snapshot(spark, t, snapshot_id):
 
 
 MIN_SPLIT_BYTES = 1 << 20
-MAX_SPLIT_BYTES = 16 << 20  # Iceberg's own split size when it adapts to the cluster, at least
+ADAPTIVE_SPLIT_BYTES = 16 << 20  # Iceberg's split size for a scan smaller than 200 such splits
+OPEN_FILE_COST = 4 << 20  # read.split.open-file-cost: what Iceberg counts a small file as
 
 
-def scan_split_size(spark, t, snapshot_id):
-    """Bytes per task for a scan of the files a snapshot added, so they are read on every core:
-    Iceberg packs up to 128 MB into one task (16 MB when it adapts, for 200 shuffle partitions),
-    so a batch of some dozens of MB was scanned by one task on one core. None: Iceberg's own."""
-    size = int(snapshot_info(spark, t, snapshot_id)["summary"].get("added-files-size") or 0)
+def scan_split_size(spark, summary):
+    """Bytes per task for a scan of the files a snapshot added (`summary`: its summary), so they
+    are read on every core: Iceberg packs up to 16 MB into one task, so a batch of a few dozen MB
+    was scanned by one task on one core of two. None where Iceberg's own sizing already gives
+    every core a task (or there is nothing to size)."""
+    size = int((summary or {}).get("added-files-size") or 0)
+    files = int((summary or {}).get("added-data-files") or 0)
     cores = max(1, spark.sparkContext.defaultParallelism)
-    return min(MAX_SPLIT_BYTES, max(MIN_SPLIT_BYTES, -(-size // cores))) if size else None
+    if not size or size >= ADAPTIVE_SPLIT_BYTES * cores:
+        return None
+    return min(ADAPTIVE_SPLIT_BYTES, max(MIN_SPLIT_BYTES, -(-(size + files * OPEN_FILE_COST) // cores)))
 
 
-def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None):
+def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None, summary=None):
     """The rows this batch staged, as read back from the branch snapshot:
     append: an incremental read from main's snapshot to the branch head;
     overwrite_partitions: the rows of the data files the snapshot added (the replaced partitions);
-    merge: the staged rows whose keys the batch inserted or updated."""
+    merge: the staged rows whose keys the batch inserted or updated.
+    `summary`: the staged snapshot's, which sizes the read's tasks to the cluster (append)."""
     from pyspark.sql import functions as F
     if mode == "append":
-        reader, split = spark.read.format("iceberg"), scan_split_size(spark, t, staged)
+        reader, split = spark.read.format("iceberg"), scan_split_size(spark, summary)
         reader = reader.option("split-size", split) if split else reader
         reader = (reader.option("snapshot-id", staged) if parent is None  # the table is the batch
                   else reader.option("start-snapshot-id", parent).option("end-snapshot-id", staged))
@@ -5135,7 +5143,12 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
     entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id)
                .load(f"{t.catalog}.{t.ident}.entries")
                .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)))
-    metric_names = {n.lower(): n for n in entries.schema["readable_metrics"].dataType.fieldNames()}
+    # a uuid column's bounds are left out: Iceberg cannot hand them to Spark as text (and orders
+    # UUIDs as signed numbers, Spark their text), so checks on one are scanned
+    uuids = {f.name().lower() for f in iceberg_table(spark, t).schema().columns()
+             if str(f.type().typeId()) == "UUID"}
+    metric_names = {n.lower(): n for n in entries.schema["readable_metrics"].dataType.fieldNames()
+                    if n.lower() not in uuids}
     types = {f.name.lower(): f.dataType for f in spark.table(t.sql).schema.fields}
 
     def metric(column, key):
@@ -5567,7 +5580,7 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     Fast path first: if no key of main falls in the batch's key range and an exact bitmap count
     proves the batch's keys distinct, the check passes without a key shuffle. Otherwise (or if
     the proof fails) the keys are grouped, which counts the offending rows and samples them."""
-    from pyspark.sql import functions as F, types as T
+    from pyspark.sql import functions as F
     keys = [col(k) for k in c.columns]
     not_null = F.lit(True)
     for k in keys:
@@ -5576,20 +5589,24 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     names = [f"k{i}" for i in range(len(keys))]
     batch_keys = scope.select(*[k.alias(n) for k, n in zip(keys, names)]).filter(not_null)
     existing = None
-    types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
-    ranges = [(name, low, high) for name, (low, high) in zip(c.columns, bounds)
-              if low is not None and type(types.get(name.lower())).__name__ in PLANNED_KEY_TYPES and "." not in name]
-    if parent is not None and whole_table is None and not (ranges and not main_may_hold(spark, t, parent, ranges)):
-        # Only main's files whose key range overlaps the batch's can hold a clash; the range
-        # filter lets Iceberg skip the rest by their column bounds.
-        existing = rows_in_scope(read_snapshot(spark, t, parent), c)
-        for name, k, (low, high) in zip(c.columns, keys, bounds):
-            # floating-point keys are not pruned: bounds leave NaN out, and -0.0 = 0.0 in Spark
-            if low is not None and not isinstance(types.get(name.lower()), (T.FloatType, T.DoubleType)):
+    if parent is not None and whole_table is None:
+        table = iceberg_table(spark, t)
+        kinds = {name: iceberg_type(table, name) for name in c.columns}
+        # floating-point keys are not pruned (bounds leave NaN out, and -0.0 = 0.0 in Spark), nor
+        # UUIDs: Spark reads them as text, while Iceberg orders them as signed 128-bit numbers
+        prunable = [(name, k, low, high) for name, k, (low, high) in zip(c.columns, keys, bounds)
+                    if low is not None and kinds[name] not in ("FLOAT", "DOUBLE", "UUID")]
+        ranges = [(name, low, high) for name, _, low, high in prunable
+                  if kinds[name] in PLANNED_KEY_TYPES and "." not in name]
+        if not ranges or main_may_hold(table, parent, ranges):
+            # Only main's files whose key range overlaps the batch's can hold a clash; the range
+            # filter lets Iceberg skip the rest by their column bounds.
+            existing = rows_in_scope(read_snapshot(spark, t, parent), c)
+            for name, k, low, high in prunable:
                 existing = existing.filter(k.between(F.lit(low), F.lit(high)))
-        existing = existing.select(*[k.alias(n) for k, n in zip(keys, names)])
-        if not existing.take(1):
-            existing = None
+            existing = existing.select(*[k.alias(n) for k, n in zip(keys, names)])
+            if not existing.take(1):
+                existing = None
     if existing is None and whole_table is None and (keys_distinct_in_driver(batch_keys, total, gathered)
                                                      or keys_distinct_by_bitmap(batch_keys, bounds, total)):
         return with_null_keys(check_result(c, null_keys, total), scope, not_null, null_keys)
@@ -5609,28 +5626,39 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     return with_null_keys(result, scope, not_null, null_keys)
 
 
-PLANNED_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "StringType")  # Iceberg binds Python's values
+PLANNED_KEY_TYPES = ("INTEGER", "LONG", "STRING")  # Iceberg types whose bounds Python's values bind to
 
 
-def main_may_hold(spark, t, parent, ranges):
+def iceberg_type(table, name):
+    """The Iceberg type (INTEGER, STRING, UUID, ...) of a column of the table as it is now, or None."""
+    field = table.schema().caseInsensitiveFindField(name)
+    return None if field is None else str(field.type().typeId())
+
+
+def main_may_hold(table, parent, ranges):
     """False when no file of main (at `parent`) can hold a row with every key column in its range
     [(column, low, high)], by the files' column bounds: Iceberg plans the scan from the manifests
-    alone, without the Spark query that would find the same (planning that took ~0.1 s a run)."""
-    E = spark._jvm.org.apache.iceberg.expressions.Expressions
+    alone, without the Spark query that would find the same (planning that took ~0.1 s a run).
+    True whenever that cannot be told (a name it cannot bind, say): the query decides then."""
+    from pyspark import SparkContext
+    E = SparkContext._jvm.org.apache.iceberg.expressions.Expressions
     condition = E.alwaysTrue()
     for name, low, high in ranges:
         condition = getattr(E, "and")(condition, getattr(E, "and")(E.greaterThanOrEqual(name, low),
                                                                   E.lessThanOrEqual(name, high)))
-    try:
-        tasks = (iceberg_table(spark, t).newScan().useSnapshot(parent).caseSensitive(False)
-                 .filter(condition).planFiles())
-    except Exception as e:  # a column main's schema lacks, say: the query decides, as before
+    tasks = None
+    try:  # Iceberg binds the filter lazily, as the manifests are read
+        tasks = table.newScan().useSnapshot(parent).caseSensitive(False).filter(condition).planFiles()
+        iterator = tasks.iterator()
+        found = iterator.hasNext()
+        iterator.close()  # its manifest readers, before the iterable itself
+        return found
+    except Exception as e:
         log.info("key range not planned on main (%s)", first_line(e))
         return True
-    try:
-        return tasks.iterator().hasNext()
     finally:
-        tasks.close()
+        if tasks is not None:
+            tasks.close()
 
 
 def with_null_keys(result, scope, not_null, null_keys):
@@ -5778,7 +5806,7 @@ def stat_files(paths):
         elif path.startswith("file:///"):
             info = os.stat(local_path(path))
             if paths[path] is not None:
-                require_pin(path, paths[path], info)
+                require_pin(path, paths[path], info, since="after the batch read it")
             out.append(SourceFile(path, info.st_size, info.st_mtime, local_stamp(info)))
         else:
             raise FileRuleError(f"{path} is gone" if path.startswith("s3://") else
@@ -5882,7 +5910,7 @@ def audit_file_match(a, c, files):
     others = files_at(c.compare_path)
     if not others:
         raise FileRuleError(f"no files at {c.compare_path}")
-    both = list({f.path: f for f in files + others}.values())  # a file on both sides counts once
+    both = list({f.path: f for f in others + files}.values())  # on both sides: once, pinned as the batch's
     keys = content_keys(both)
     if c.match_file_name:  # the same name with the same contents on both sides
         keys = {path: (path.rsplit("/", 1)[-1], key) for path, key in keys.items()}
@@ -7888,7 +7916,7 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
         staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,
-                                batch_df, p)
+                                batch_df, p, staged["summary"])
         whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
         report.checks, report.rows_written = audit(
             spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,

@@ -269,7 +269,7 @@ def test_file_checksum_of_a_local_file_is_read_only_as_it_was_listed(tmp_path):
     [listed] = wap_etl.files_at(f"file://{tmp_path}/in")
     assert listed.digest() == hashlib.sha256(b"id\n1\n").hexdigest()
     path.write_bytes(b"id\n2\n")
-    with pytest.raises(wap_etl.FileRuleError, match="changed after the batch read it"):
+    with pytest.raises(wap_etl.FileRuleError, match="changed after it was listed"):
         listed.digest()
 
 

@@ -30,6 +30,14 @@ def release_when(gate, step, count, procs, timeout=300):
     (gate / "go").touch()
 
 
+def wait_paused(gate, step, proc, timeout=300):
+    """Wait until the run's process is held at `step`."""
+    deadline = time.time() + timeout
+    while not any(n.endswith("." + step) for n in os.listdir(gate)):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+
+
 def finish(proc, timeout=400):
     """Exit code and the run report a process logged."""
     out, _ = proc.communicate(timeout=timeout)
@@ -82,10 +90,7 @@ def test_a_source_file_replaced_while_the_run_reads_it_is_never_published_under_
     gate = tmp_path / "gate"
     gate.mkdir()
     proc = wap.cli(path, env=paused(gate, "before_write"), checks=UNIQUE)
-    deadline = time.time() + 300
-    while not any(n.endswith(".before_write") for n in os.listdir(gate)):  # identified, not yet read
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
+    wait_paused(gate, "before_write", proc)  # identified, not yet read
     with open(path, "a") as f:
         f.write("6,6.0\n")
     (gate / "go").touch()
@@ -107,10 +112,7 @@ def test_rows_quarantined_from_a_source_file_that_then_changed_are_discarded_wit
     gate = tmp_path / "gate"
     gate.mkdir()
     proc = wap.cli(path, env=paused(gate, "before_write"), checks=drop)
-    deadline = time.time() + 300
-    while not any(n.endswith(".before_write") for n in os.listdir(gate)):  # its row quarantined
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
+    wait_paused(gate, "before_write", proc)  # its row quarantined
     assert [r["id"] for r in spark.table(f"{wap.sql}_quarantine").collect()] == [6]
     with open(path, "a") as f:
         f.write("7,7.0\n")
@@ -132,10 +134,7 @@ def test_a_source_file_rewritten_with_another_header_mid_run_fails_as_changed_no
     gate = tmp_path / "gate"
     gate.mkdir()
     proc = wap.cli(path, env=paused(gate, "before_write"), checks=UNIQUE)
-    deadline = time.time() + 300
-    while not any(n.endswith(".before_write") for n in os.listdir(gate)):
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
+    wait_paused(gate, "before_write", proc)
     with open(path, "w") as f:
         f.write("amount,id\n1.0,1\n")
     (gate / "go").touch()
