@@ -3435,19 +3435,51 @@ def changed_input(path):
                     "Rerun to load the files as they are now")
 
 
-def check_input_unchanged(spark, t, batch, quarantined=False):
+def check_input_unchanged(spark, t, batch, report):
     """The batch's files are still those it was identified by: else the rows Spark staged (and
     audited) may be another file's than the batch's identity names, and a later run would load
     that content again as new input. Nothing is published; the run's branch is dropped, and so
-    are the rows it quarantined (`quarantined`): read from the same files, under an identity no
-    run will publish, so nothing else would ever tidy them away."""
-    s3 = s3_etags([f for f in batch.input_stamps if f.startswith("s3://")])
-    changed = [path for path, stamp in batch.input_stamps.items() if file_stamp(spark, path, s3) != stamp]
+    are the rows it quarantined (discard_changed_run)."""
+    changed = changed_files(spark, batch)
     if changed:
         drop_branch(spark, t, batch.branch)
-        if quarantined:
-            side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch))
+        discard_changed_run(spark, t, batch, report)
         raise changed_input(changed[0])
+
+
+def changed_files(spark, batch):
+    """The batch's files whose stamp is not the one they were identified with."""
+    s3 = s3_etags([f for f in batch.input_stamps if f.startswith("s3://")])
+    return [path for path, stamp in batch.input_stamps.items() if file_stamp(spark, path, s3) != stamp]
+
+
+def discard_changed_run(spark, t, batch, report):
+    """The rows a run quarantined from files that then changed name a batch no run will publish,
+    so nothing else would ever tidy them away: they go. Unless another run took up this run's
+    snapshot (resume: a file whose stamp moved, a chmod say, may hold the same bytes) and may
+    publish it with these rows: then they stay, as that run's."""
+    if not (report.quarantine_table and batch.quarantine_run == batch.run_id):
+        return
+    started_ms = int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
+    side_effect("quarantine clean-up", lambda: None if quarantine_taken_up(spark, t, batch.run_id, started_ms)
+                else discard_quarantine(spark, t, batch))
+
+
+def quarantine_taken_up(spark, t, run_id, since_ms):
+    """True if a snapshot made since `since_ms` on any ref of the table (main included, the run's
+    own branch dropped) carries `run_id`'s quarantined rows: the run's own snapshot, or one rebased
+    from it, that another run resumed (and perhaps published)."""
+    table, seen = iceberg_table(spark, t), set()
+    for ref in table.refs().values():
+        snapshot = table.snapshot(ref.snapshotId())
+        while snapshot is not None and snapshot.snapshotId() not in seen and snapshot.timestampMillis() >= since_ms:
+            seen.add(snapshot.snapshotId())
+            summary = snapshot.summary()
+            if run_id in (summary.get(QUARANTINE_PROPERTY), summary.get(RUN_PROPERTY)):
+                return True
+            parent = snapshot.parentId()
+            snapshot = table.snapshot(parent) if parent is not None else None
+    return False
 
 
 LISTED_SIZES_MAX_FILES = 1000  # past this many files, reading Spark's listing costs too many JVM calls
@@ -7765,8 +7797,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             fault_point("audit")
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
                 return audit_failed(report)
-            check_input_unchanged(spark, t, batch,  # what was staged and audited is the batch's input
-                                  quarantined=quarantined_by_this_run(report, batch))
+            check_input_unchanged(spark, t, batch, report)  # what was staged and audited is the batch's input
             if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
                 # neither a rerun nor --source_files new reads and quarantines it again
@@ -7869,17 +7900,17 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
 
 def raise_if_input_changed(spark, t, batch, report, error):
     """A write that failed on what it read (a header or a row that does not fit) because a source
-    file changed under the run fails as that change, not as bad input in the file."""
+    file changed under the run fails as that change, not as bad input in the file; the write's
+    own error is logged, whatever it was."""
     try:
-        check_input_unchanged(spark, t, batch, quarantined=quarantined_by_this_run(report, batch))
-    except WapError as changed:
-        raise changed from error
+        changed = changed_files(spark, batch)
     except Exception as e:  # the recheck itself failed: the write's own error stands
         log.info("source files not rechecked after the failed write (%s)", first_line(e))
-
-
-def quarantined_by_this_run(report, batch):
-    return bool(report.quarantine_table) and batch.quarantine_run == batch.run_id
+        return
+    if changed:
+        log.warning("the write failed (%s), and %s changed while the run read it", first_line(error), changed[0])
+        discard_changed_run(spark, t, batch, report)
+        raise changed_input(changed[0]) from error
 
 
 def stage(spark, p, t, checks, report, batch, df):
@@ -7942,7 +7973,7 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
     if recheck:
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
-                                                          staged["parent_id"]),
+                                                          staged["parent_id"], summary=staged["summary"]),
                            staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
                            staged_id=staged["snapshot_id"])
         by_name = {r["name"]: r for r in results}

@@ -126,6 +126,27 @@ def test_rows_quarantined_from_a_source_file_that_then_changed_are_discarded_wit
     assert quarantined == [(6, rerun.run_id)]
 
 
+
+def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_run_sees_a_change(wap, spark, tmp_path):
+    """A chmod moves a file's change time, not its bytes: a second run of the same input resumes
+    the first run's snapshot and publishes it with the first run's quarantined rows, which the
+    first run, seeing the change, must then leave where they are."""
+    drop = [{"check": "between", "column": "amount", "min": 0, "action": "drop", "name": "positive"}]
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=drop)[0] == 0
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    first = wap.cli(path, env=paused(gate, "audit"), checks=drop)
+    wait_paused(gate, "audit", first)  # staged, audited, its row quarantined
+    os.chmod(path, 0o600)
+    code, second = wap.run(path, checks=drop)
+    assert code == 0 and second.status == "published" and wap.ids() == [0, 1, 2, 3, 4, 5]
+    (gate / "go").touch()
+    code, report, out = finish(first)
+    assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
+    quarantined = [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
+    assert quarantined == [(6, report["run_id"])]
+
 def test_a_source_file_rewritten_with_another_header_mid_run_fails_as_changed_not_as_bad_input(wap, tmp_path):
     """Spark checks each file's header as the write reads it: the header it finds is the changed
     file's, and "fix your file" (exit 2) would blame a file that was fine when the run began."""
