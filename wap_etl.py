@@ -1555,9 +1555,9 @@ def analyzed_plan(df):
 
 
 @functools.lru_cache(maxsize=16)
-def catalyst_class(jvm, name):
-    """A Catalyst class, looked up once per JVM (each lookup is a reflective round trip)."""
-    return jvm.java.lang.Class.forName(f"{CATALYST}.{name}")
+def jvm_class(jvm, name):
+    """A Java class by its full name, looked up once per JVM (each lookup is a reflective round trip)."""
+    return jvm.java.lang.Class.forName(name)
 
 
 def unsafe_part(spark, tree):
@@ -1566,7 +1566,7 @@ def unsafe_part(spark, tree):
     depth (CTE bodies and subqueries included); None for a plain query or condition. Callers check
     the analysed plan too, where window definitions and IDENTIFIER() names are resolved."""
     def kind(name):
-        return catalyst_class(spark._jvm, name)
+        return jvm_class(spark._jvm, f"{CATALYST}.{name}")
 
     writes = [kind("plans.logical.Command"), kind("plans.logical.ParsedStatement")]
     plan_kind, subquery_kind = kind("plans.logical.LogicalPlan"), kind("expressions.SubqueryExpression")
