@@ -5422,7 +5422,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     `proof_snapshot`: the staged snapshot whose added files are exactly the audited rows (append,
     overwrite_partitions); what their metrics prove is not scanned at all.
     `staged_id`: the staged snapshot, the table a `sql` check's {table} reads.
-    `input_files`: the batch's source files, which the file rules read ({path: S3 ETag or None}).
+    `input_files`: the batch's source files, which the file rules read ({path: its pin, file_pin}).
     """
     dropped_counts = dropped_counts or {}
     composites, checks = checks, leaf_checks(checks)  # a composite's rules are audited as any check
@@ -5625,9 +5625,10 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
         table = iceberg_table(spark, t)
         kinds = {name: iceberg_type(table, name) for name in c.columns}
         # floating-point keys are not pruned (bounds leave NaN out, and -0.0 = 0.0 in Spark), nor
-        # UUIDs: Spark reads them as text, while Iceberg orders them as signed 128-bit numbers
+        # UUIDs (Spark reads them as text, Iceberg orders them as signed 128-bit numbers), nor a
+        # column the table's schema no longer names
         prunable = [(name, k, low, high) for name, k, (low, high) in zip(c.columns, keys, bounds)
-                    if low is not None and kinds[name] not in ("FLOAT", "DOUBLE", "UUID")]
+                    if low is not None and kinds[name] not in (None, "FLOAT", "DOUBLE", "UUID")]
         ranges = [(name, low, high) for name, _, low, high in prunable
                   if kinds[name] in PLANNED_KEY_TYPES and "." not in name]
         if not ranges or main_may_hold(table, parent, ranges):
