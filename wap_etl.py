@@ -3458,11 +3458,16 @@ def discard_changed_run(spark, t, batch, report):
     so nothing else would ever tidy them away: they go. Unless another run took up this run's
     snapshot (resume: a file whose stamp moved, a chmod say, may hold the same bytes) and may
     publish it with these rows: then they stay, as that run's."""
-    if not (report.quarantine_table and batch.quarantine_run == batch.run_id):
+    if not quarantined_here(report, batch):
         return
     started_ms = int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
     side_effect("quarantine clean-up", lambda: None if quarantine_taken_up(spark, t, batch.run_id, started_ms)
                 else discard_quarantine(spark, t, batch))
+
+
+def quarantined_here(report, batch):
+    """True if this run itself put rows in the quarantine (not a run whose snapshot it resumed)."""
+    return bool(report.quarantine_table) and batch.quarantine_run == batch.run_id
 
 
 def quarantine_taken_up(spark, t, run_id, since_ms):
@@ -7891,7 +7896,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     side_effect("run ledger", lambda: ledger.complete([found]))
     if staged is not None:
         drop_branch(spark, t, batch.branch)
-        if report.quarantine_table and batch.quarantine_run == batch.run_id:
+        if quarantined_here(report, batch):
             side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch))
     log.info("batch %s was %s by run %s (snapshot %s); main is untouched by this run", batch.batch_id,
              "quarantined whole" if found.status == "quarantined" else "published", found.run_id,

@@ -13,6 +13,7 @@ from conftest import soak
 ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
 UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
 POSITIVE = [{"check": "between", "column": "amount", "min": 0}]
+DROP_NEGATIVE = [{"check": "between", "column": "amount", "min": 0, "action": "drop", "name": "positive"}]
 
 
 def paused(gate, step):
@@ -37,6 +38,10 @@ def wait_paused(gate, step, proc, timeout=300):
         assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
         time.sleep(0.2)
 
+
+def quarantined(spark, wap):
+    """(id, run) of every row in the table's quarantine."""
+    return [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
 
 def finish(proc, timeout=400):
     """Exit code and the run report a process logged."""
@@ -106,12 +111,11 @@ def test_a_source_file_replaced_while_the_run_reads_it_is_never_published_under_
 def test_rows_quarantined_from_a_source_file_that_then_changed_are_discarded_with_the_run(wap, spark, tmp_path):
     """The changed run's quarantined rows name a batch no run will publish: left behind, they would
     sit in the quarantine forever beside the rows of the run that does publish."""
-    drop = [{"check": "between", "column": "amount", "min": 0, "action": "drop", "name": "positive"}]
-    assert wap.run([{"id": 0, "amount": 0.0}], checks=drop)[0] == 0
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     gate = tmp_path / "gate"
     gate.mkdir()
-    proc = wap.cli(path, env=paused(gate, "before_write"), checks=drop)
+    proc = wap.cli(path, env=paused(gate, "before_write"), checks=DROP_NEGATIVE)
     wait_paused(gate, "before_write", proc)  # its row quarantined
     assert [r["id"] for r in spark.table(f"{wap.sql}_quarantine").collect()] == [6]
     with open(path, "a") as f:
@@ -120,32 +124,29 @@ def test_rows_quarantined_from_a_source_file_that_then_changed_are_discarded_wit
     code, report, out = finish(proc)
     assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
     assert spark.table(f"{wap.sql}_quarantine").count() == 0
-    code, rerun = wap.run(path, checks=drop)
+    code, rerun = wap.run(path, checks=DROP_NEGATIVE)
     assert code == 0 and wap.ids() == [0, 1, 2, 3, 4, 5, 7]
-    quarantined = [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
-    assert quarantined == [(6, rerun.run_id)]
-
+    assert quarantined(spark, wap) == [(6, rerun.run_id)]
 
 
 def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_run_sees_a_change(wap, spark, tmp_path):
     """A chmod moves a file's change time, not its bytes: a second run of the same input resumes
     the first run's snapshot and publishes it with the first run's quarantined rows, which the
     first run, seeing the change, must then leave where they are."""
-    drop = [{"check": "between", "column": "amount", "min": 0, "action": "drop", "name": "positive"}]
-    assert wap.run([{"id": 0, "amount": 0.0}], checks=drop)[0] == 0
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     gate = tmp_path / "gate"
     gate.mkdir()
-    first = wap.cli(path, env=paused(gate, "audit"), checks=drop)
+    first = wap.cli(path, env=paused(gate, "audit"), checks=DROP_NEGATIVE)
     wait_paused(gate, "audit", first)  # staged, audited, its row quarantined
     os.chmod(path, 0o600)
-    code, second = wap.run(path, checks=drop)
+    code, second = wap.run(path, checks=DROP_NEGATIVE)
     assert code == 0 and second.status == "published" and wap.ids() == [0, 1, 2, 3, 4, 5]
     (gate / "go").touch()
     code, report, out = finish(first)
     assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
-    quarantined = [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
-    assert quarantined == [(6, report["run_id"])]
+    assert quarantined(spark, wap) == [(6, report["run_id"])]
+
 
 def test_a_source_file_rewritten_with_another_header_mid_run_fails_as_changed_not_as_bad_input(wap, tmp_path):
     """Spark checks each file's header as the write reads it: the header it finds is the changed
