@@ -3462,7 +3462,7 @@ def discard_changed_run(spark, t, batch, report):
         return
     started_ms = int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
     side_effect("quarantine clean-up", lambda: None if quarantine_taken_up(spark, t, batch.run_id, started_ms)
-                else discard_quarantine(spark, t, batch))
+                else discard_quarantine(spark, t, batch, report))
 
 
 def quarantined_here(report, batch):
@@ -4372,12 +4372,15 @@ def quarantined_by(spark, t, batch_id, run_id):
     return mine.count(), counts
 
 
-def discard_quarantine(spark, t, batch):
-    """A run whose batch another run published: its own quarantined rows go."""
+def discard_quarantine(spark, t, batch, report):
+    """A run that will not publish its batch (another run did, or its files changed): its own
+    quarantined rows go, and its report and ledger row no longer count or point to them."""
     q = quarantine_ref(t)
     if table_exists(spark, q):
         spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch.batch_id}' "
                   f"AND `_wap_run_id` = '{batch.run_id}'")
+    log.info("the %s rows this run quarantined were discarded", report.rows_dropped)
+    report.rows_dropped, report.quarantine_table = 0, None
 
 
 def tidy_quarantine(spark, t, batch):
@@ -7897,7 +7900,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     if staged is not None:
         drop_branch(spark, t, batch.branch)
         if quarantined_here(report, batch):
-            side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch))
+            side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch, report))
     log.info("batch %s was %s by run %s (snapshot %s); main is untouched by this run", batch.batch_id,
              "quarantined whole" if found.status == "quarantined" else "published", found.run_id,
              found.snapshot_id)

@@ -124,6 +124,8 @@ def test_rows_quarantined_from_a_source_file_that_then_changed_are_discarded_wit
     code, report, out = finish(proc)
     assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
     assert spark.table(f"{wap.sql}_quarantine").count() == 0
+    assert (report["rows_dropped"], report["quarantine_table"]) == (0, None), "it points to no rows"
+    assert [r["rows_dropped"] for r in ledger(wap) if r["run_id"] == report["run_id"]] == [0]
     code, rerun = wap.run(path, checks=DROP_NEGATIVE)
     assert code == 0 and wap.ids() == [0, 1, 2, 3, 4, 5, 7]
     assert quarantined(spark, wap) == [(6, rerun.run_id)]
@@ -146,6 +148,7 @@ def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_ru
     code, report, out = finish(first)
     assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
     assert quarantined(spark, wap) == [(6, report["run_id"])]
+    assert report["rows_dropped"] == 1 and report["quarantine_table"], "they stay, and so does their record"
 
 
 def test_a_source_file_rewritten_with_another_header_mid_run_fails_as_changed_not_as_bad_input(wap, tmp_path):
