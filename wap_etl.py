@@ -1390,7 +1390,7 @@ def validate_checks_against(spark, checks, df, t):
             check_condition(spark, df, f"{label}: where", c.where)
         if c.check in ("regex", "column_names"):
             try:
-                spark.sparkContext._jvm.java.util.regex.Pattern.compile(c.pattern)
+                java(spark.sparkContext._jvm, "java.util.regex.Pattern").compile(c.pattern)
             except Exception as e:
                 raise bad_input(f"{label}: invalid regex {c.pattern!r} ({first_line(e)})") from None
         if c.check == "expression":
@@ -1560,32 +1560,52 @@ def jvm_class(jvm, name):
     return jvm.java.lang.Class.forName(name)
 
 
+@functools.lru_cache(maxsize=64)
+def java(jvm, name):
+    """A Java class by its full name, for its constructors and static methods, found once per JVM:
+    each step of jvm.org.apache.iceberg... is a round trip of its own."""
+    return functools.reduce(getattr, name.split("."), jvm)
+
+
+NodeKind = namedtuple("NodeKind", "name plan write subquery leaf")
+_NODE_KINDS = {}  # (CATALYST, a node class's full name) -> its NodeKind
+
+
+def node_kind(spark, node):
+    """What a plan or expression node is, by its class (asked of the JVM once per class: a tree
+    walk then costs about three round trips a node instead of eight)."""
+    cls = node.getClass()
+    key = (CATALYST, cls.getName())
+    if key not in _NODE_KINDS:
+        def of(name):
+            return jvm_class(spark._jvm, f"{CATALYST}.{name}").isAssignableFrom(cls)
+        _NODE_KINDS[key] = NodeKind(cls.getSimpleName(), of("plans.logical.LogicalPlan"),
+                                    of("plans.logical.Command") or of("plans.logical.ParsedStatement"),
+                                    of("expressions.SubqueryExpression"), of("trees.LeafLike"))
+    return _NODE_KINDS[key]
+
+
 def unsafe_part(spark, tree):
     """What in a parsed or analysed plan or expression would do more than read: a command or a
     statement (INSERT, DROP, CALL, ...), a directory write, a script, or a reflective call, at any
     depth (CTE bodies and subqueries included); None for a plain query or condition. Callers check
     the analysed plan too, where window definitions and IDENTIFIER() names are resolved."""
-    def kind(name):
-        return jvm_class(spark._jvm, f"{CATALYST}.{name}")
-
-    writes = [kind("plans.logical.Command"), kind("plans.logical.ParsedStatement")]
-    plan_kind, subquery_kind = kind("plans.logical.LogicalPlan"), kind("expressions.SubqueryExpression")
     stack = [tree]
     while stack:
         node = stack.pop()
-        name = node.getClass().getSimpleName()
-        if name in UNSAFE_NODES or any(k.isInstance(node) for k in writes):
-            return name
-        if name == "UnresolvedFunction" and str(node.nameParts().last()).lower() in UNSAFE_FUNCTIONS:
+        kind = node_kind(spark, node)
+        if kind.name in UNSAFE_NODES or kind.write:
+            return kind.name
+        if kind.name == "UnresolvedFunction" and str(node.nameParts().last()).lower() in UNSAFE_FUNCTIONS:
             return f"{node.nameParts().last()}()"
-        if name == "View":  # a temporary view of this job's own ({batch}, ...): not the user's SQL
+        if kind.name == "View":  # a temporary view of this job's own ({batch}, ...): not the user's SQL
             continue
-        nested = [node.children()] + ([node.expressions()] if plan_kind.isInstance(node) else [])
+        nested = ([] if kind.leaf else [node.children()]) + ([node.expressions()] if kind.plan else [])
         for seq in nested:
             stack += [seq.apply(i) for i in range(seq.size())]
-        if subquery_kind.isInstance(node):
+        if kind.subquery:
             stack.append(node.plan())
-        if name == "UnresolvedWith":  # the CTE bodies are neither children nor expressions
+        if kind.name == "UnresolvedWith":  # the CTE bodies are neither children nor expressions
             ctes = node.cteRelations()
             stack += [ctes.apply(i)._2() for i in range(ctes.size())]
     return None
@@ -1716,12 +1736,12 @@ def spark_type_string(spark, label, type_text):
 
 def first_line(error):
     """A one-line cause: for JVM errors, the innermost Java exception rather than py4j's wrapper."""
-    java = getattr(error, "java_exception", None)
-    if java is not None:
+    cause = getattr(error, "java_exception", None)
+    if cause is not None:
         try:
-            while java.getCause() is not None and java.getCause() != java:
-                java = java.getCause()
-            text = str(java.toString())
+            while cause.getCause() is not None and cause.getCause() != cause:
+                cause = cause.getCause()
+            text = str(cause.toString())
         except Exception:
             text = str(error)
     else:
@@ -3149,14 +3169,14 @@ def csv_header_in_driver(spark, options, paths):
         if not files or len(sep) != 1 or probe.columns != ["_wap_probe"]:  # partition folders: Spark's
             return None
         jvm = spark.sparkContext._jvm
-        path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(min(files)))  # any one: each file's is checked
+        path = java(jvm, "org.apache.hadoop.fs.Path")(java(jvm, "java.net.URI")(min(files)))  # any one: each file's is checked
         conf = spark._jsparkSession.sessionState().newHadoopConf()  # with the session's settings, as a read
         stream = path.getFileSystem(conf).open(path)
         try:
-            codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
+            codec = java(jvm, "org.apache.hadoop.io.compress.CompressionCodecFactory")(conf).getCodec(path)
             if codec is not None:  # file.csv.gz: read as Spark reads it
                 stream = codec.createInputStream(stream)
-            lines = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+            lines = java(jvm, "java.io.BufferedReader")(java(jvm, "java.io.InputStreamReader")(stream, "UTF-8"))
             line = lines.readLine()
             while line == "":  # Spark skips empty lines before it
                 line = lines.readLine()
@@ -3289,7 +3309,7 @@ def list_source_files(spark, path):
     """The data files under --source_path, as Spark's readers see them (names starting with _ or .
     are skipped at any depth), listed through Hadoop's file system: local, s3:// on Glue."""
     jvm = spark.sparkContext._jvm
-    root = jvm.org.apache.hadoop.fs.Path(path)
+    root = java(jvm, "org.apache.hadoop.fs.Path")(path)
     fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     root_text = fs.makeQualified(root).toString().rstrip("/")
     found = fs.listFiles(root, True)
@@ -3549,7 +3569,7 @@ def local_or_hadoop_identity(spark, path):
     if path.startswith("file:///"):
         return os.path.getsize(local_path(path)), "sha1:" + file_digest(path, "sha1")
     jvm = spark.sparkContext._jvm
-    jpath = jvm.org.apache.hadoop.fs.Path(path)
+    jpath = java(jvm, "org.apache.hadoop.fs.Path")(path)
     status = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).getFileStatus(jpath)
     return status.getLen(), f"mtime:{status.getModificationTime()}"
 
@@ -3722,7 +3742,7 @@ def snapshot_info(spark, t, snapshot_id, table=None):
 
 @functools.lru_cache(maxsize=4)
 def snapshot_parser(jvm):
-    return jvm.org.apache.iceberg.SnapshotParser
+    return java(jvm, "org.apache.iceberg.SnapshotParser")
 
 
 def snapshot_fields(snapshot):
@@ -4206,7 +4226,8 @@ def plan_table(spark, p, t, df):
         if p.mode == "overwrite_partitions" and not p.partition_by:
             raise bad_input(UNPARTITIONED_OVERWRITE)
         return TablePlan(df=df, create=True)
-    if p.mode == "overwrite_partitions" and iceberg_table(spark, t).spec().isUnpartitioned():
+    table = iceberg_table(spark, t)
+    if p.mode == "overwrite_partitions" and table.spec().isUnpartitioned():
         raise bad_input(UNPARTITIONED_OVERWRITE)
     table_schema = spark.table(t.sql).schema
     known = {f.name.lower() for f in table_schema.fields}
@@ -4220,9 +4241,9 @@ def plan_table(spark, p, t, df):
         raise bad_input(f"schema: the batch has columns the table lacks: "
                         f"{', '.join(f.name for f in extra)} (--schema_evolution add_columns adds them)")
     target = T.StructType(table_schema.fields + [T.StructField(f.name, f.dataType, True) for f in add])
-    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {t.sql}").collect()}
+    wap = table.properties().get("write.wap.enabled")  # without it Iceberg writes to main
     return TablePlan(df=align_to_schema(df, target, keep), add_columns=add,
-                     enable_wap=props.get("write.wap.enabled", "").lower() != "true")
+                     enable_wap=str(wap or "").lower() != "true")
 
 
 def mentions(condition, column):
@@ -4259,12 +4280,12 @@ def ddl_of(spark, schema):
 def jvm_type(spark, dtype):
     """Spark's JVM DataType of a Python one: its DDL (sql(), toDDL()) quotes field names at every
     depth, where simpleString() writes them raw into the type string."""
-    return spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())
+    return java(spark.sparkContext._jvm, "org.apache.spark.sql.types.DataType").fromJson(dtype.json())
 
 
 def iceberg_table(spark, t):
     """The org.apache.iceberg.Table behind a Spark table, for what SQL does not offer."""
-    table = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    table = java(spark.sparkContext._jvm, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
         spark._jsparkSession, f"{t.catalog}.{t.ident}")
     table.refresh()  # a caching catalog may hand back a table another run has since changed
     return table
@@ -4490,7 +4511,7 @@ def with_commit_properties(spark, properties, action):
 
     sc = spark.sparkContext
     ensure_callback_server_started(sc._gateway)
-    jmap = sc._jvm.java.util.HashMap()
+    jmap = java(sc._jvm, "java.util.HashMap")()
     for key, value in properties.items():
         jmap.put(key, value)
     sc._jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
@@ -4635,7 +4656,7 @@ def undo_write_to_main(spark, t, run_id):
         if snapshot is None or snapshot.summary().get(RUN_PROPERTY) != run_id:
             log.error("guard: main's head is not this run's snapshot; main is left as it is")
             return False
-        builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        builder = java(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base)
         parent = snapshot.parentId()
         builder = builder.setBranchSnapshot(parent, "main") if parent is not None else builder.removeRef("main")
         try:
@@ -5578,7 +5599,7 @@ def audit_row_count(a, c):
 def audit_column_names(a, c):
     """Every column name matches the whole pattern (Java's regex, as DQDL's)."""
     odd = [x for x in a.staged_df.columns
-           if not a.spark.sparkContext._jvm.java.util.regex.Pattern.matches(c.pattern, x)]
+           if not java(a.spark.sparkContext._jvm, "java.util.regex.Pattern").matches(c.pattern, x)]
     return check_result(c, None, a.total, observed=odd or None,
                         detail=f"not matching: {', '.join(odd)}" if odd else None)
 
@@ -5682,7 +5703,7 @@ def main_may_hold(table, parent, ranges):
     alone, without the Spark query that would find the same (planning that took ~0.1 s a run).
     True whenever that cannot be told (a name it cannot bind, say): the query decides then."""
     from pyspark import SparkContext
-    E = SparkContext._jvm.org.apache.iceberg.expressions.Expressions
+    E = java(SparkContext._jvm, "org.apache.iceberg.expressions.Expressions")
     condition = E.alwaysTrue()
     for name, low, high in ranges:
         condition = getattr(E, "and")(condition, getattr(E, "and")(E.greaterThanOrEqual(name, low),
@@ -6299,9 +6320,9 @@ def swap_main(spark, batch, decision, staged_id, ledger):
               "input_fingerprint": batch.input_fingerprint, "input_files": batch.input_files,
               "file_ids": batch.file_ids}  # what it consumed, should its snapshot expire unrecorded
     jvm = spark.sparkContext._jvm
-    properties = jvm.java.util.HashMap()
+    properties = java(jvm, "java.util.HashMap")()
     properties.put(PUBLISH_PROPERTY, json.dumps(record))
-    builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+    builder = java(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base)
     builder = builder.setBranchSnapshot(staged_id, "main").setProperties(properties)
     for name, ref in base.refs().items():
         if name == batch.branch or (str(name).startswith(branch_prefix(batch.batch_id))
@@ -6669,9 +6690,13 @@ def write_report(report, p):
 
 
 def active_session():
-    """The run's SparkSession; None if the run ended before it had one."""
+    """The run's SparkSession; None if the run ended before it had one. pyspark keeps the session
+    it made last: asking the JVM instead costs about ten round trips, and every step asks."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
-    return SparkSession.getActiveSession()
+    if SparkContext._active_spark_context is None:
+        return None
+    return getattr(SparkSession, "_activeSession", None) or SparkSession.getActiveSession()
 
 
 def job_group(report, step):
@@ -6715,7 +6740,12 @@ def count_iceberg_commits(spark, report, tables):
             metadata = iceberg_table(spark, t).operations().current()
         except Exception:  # not created: no commits
             continue
-        for stamp in [e.timestampMillis() for e in metadata.previousFiles()] + [metadata.lastUpdatedMillis()]:
+        stamps, previous = [metadata.lastUpdatedMillis()], metadata.previousFiles()
+        for i in reversed(range(previous.size())):  # newest first, to the first made before the run
+            if stamps[-1] < started:
+                break
+            stamps.append(previous.get(i).timestampMillis())
+        for stamp in stamps:
             if stamp >= started:
                 step = next((s for s, windows in report.step_windows.items()
                              if any(a <= stamp <= b for a, b in windows)), OTHER_STEP)
