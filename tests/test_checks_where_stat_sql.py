@@ -261,7 +261,10 @@ def test_sql_check_sees_table_and_main(wap):
     "WITH x AS (SELECT TRANSFORM(id) USING 'touch {tmp}/ran' AS (y) FROM {{batch}}) SELECT count(*) FROM x",
     "SELECT count(*) FROM {{batch}} WHERE IDENTIFIER('java_method')('java.lang.Thread', 'sleep', 100000L) IS NULL",
     "SELECT max(c) FROM (SELECT count(*) OVER w AS c FROM {{batch}} "
-    "WINDOW w AS (PARTITION BY java_method('java.lang.Thread', 'sleep', 100000L)))"])
+    "WINDOW w AS (PARTITION BY java_method('java.lang.Thread', 'sleep', 100000L)))",
+    # a statement on an IDENTIFIER() name is built only in analysis: it must be refused before it runs
+    "INSERT INTO IDENTIFIER('{table_sql}') SELECT * FROM {table_sql}",
+    "DELETE FROM IDENTIFIER('{table_sql}')", "DROP TABLE IDENTIFIER('{table_sql}')"])
 def test_sql_check_that_is_not_a_query_exits_2_and_runs_nothing(wap, spark, statement):
     assert wap.run(ROWS, checks=[])[0] == 0
     main = wap.refs()["main"]
@@ -270,6 +273,18 @@ def test_sql_check_that_is_not_a_query_exits_2_and_runs_nothing(wap, spark, stat
     assert code == 2 and "not a read-only SQL query" in report.error
     assert wap.refs()["main"] == main and len(wap.rows()) == len(ROWS)
     assert not (wap.tmp / "out").exists() and not (wap.tmp / "ran").exists()
+
+
+def test_sql_check_reading_a_catalog_view_that_calls_java_exits_2(wap, spark):
+    """Only the job's own views of the batch are taken on trust: a view in the catalog is read
+    through, and its body may not do more than read either."""
+    view = f"spark_catalog.default.{wap.table.replace('.', '_')}_calls_java"
+    spark.sql(f"CREATE VIEW {view} AS SELECT reflect('java.lang.Thread', 'sleep', 1L) AS x")
+    try:
+        code, report = wap.run(ROWS, checks=[{"check": "sql", "query": f"SELECT count(*) FROM {view}", "min": 1}])
+    finally:
+        spark.sql(f"DROP VIEW IF EXISTS {view}")
+    assert code == 2 and "CallMethodViaReflection" in report.error and not wap.exists()
 
 
 def test_expression_and_where_may_only_read(wap):
