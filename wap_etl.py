@@ -4410,7 +4410,7 @@ def discard_quarantine(spark, t, batch, report):
     if table_exists(spark, q):
         spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch.batch_id}' "
                   f"AND `_wap_run_id` = '{batch.run_id}'")
-    log.info("the %s rows this run quarantined were discarded", report.rows_dropped)
+        log.info("the %s rows this run quarantined were discarded", report.rows_dropped)
     report.rows_dropped, report.quarantine_table = 0, None
 
 
@@ -4581,6 +4581,9 @@ def merge_counts(spark, p, t, df, parent):
             "rows_deleted": row["del"] or 0}
 
 
+CLOCK_SKEW_MS = 60_000  # how far Iceberg lets a commit's time go back from the one before it
+
+
 def guard(spark, t, batch, since_ms, branch_made=True):
     """After every write: this run's snapshot must be the head of this run's branch.
 
@@ -4599,7 +4602,7 @@ def guard(spark, t, batch, since_ms, branch_made=True):
         if mark.run_id == batch.run_id:
             ours = mark
             break
-        if mark.timestamp_ms < since_ms - 60_000:  # older than this run: not ours
+        if mark.timestamp_ms < since_ms - CLOCK_SKEW_MS:  # older than this run: not ours
             break
     if ours is not None and head is None and branch_made:
         raise BranchGone(ours)  # published by another run, or WAP was off: the caller proves which
@@ -6751,8 +6754,8 @@ def count_iceberg_commits(spark, report, tables):
         except Exception:  # not created: no commits
             continue
         stamps, previous = [metadata.lastUpdatedMillis()], metadata.previousFiles()
-        for i in reversed(range(previous.size())):  # newest first, to the first made before the run
-            if stamps[-1] < started:
+        for i in reversed(range(previous.size())):  # newest first, to a minute before the run
+            if stamps[-1] < started - CLOCK_SKEW_MS:  # (Iceberg lets stamps go back by a minute)
                 break
             stamps.append(previous.get(i).timestampMillis())
         for stamp in stamps:
