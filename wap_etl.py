@@ -1372,55 +1372,21 @@ def col(name):
 
 def validate_checks_against(spark, checks, df, t):
     """Checks that name missing columns or tables, bad regexes, unparsable SQL or unknown types
-    fail now, before anything is written."""
-    from pyspark.sql import types as T
-    lower = {c.lower(): c for c in df.columns}
-    types = {f.name.lower(): f.dataType for f in df.schema.fields}  # one schema, not one per check
-    conditions = []  # analysed together at the end: one plan instead of one per check
+    fail now, before anything is written: what every check names here, then what its kind needs
+    (Kind.validate), then its query."""
+    v = Validation(spark, df, t, {f.name.lower(): f.dataType for f in df.schema.fields})
     checks[:] = expand_profiles(checks, df)
     require_unique_names(checks)
     for c in leaf_checks(checks):
         label = f"check {c.name!r}"
         named = [] if c.check == "column_exists" else ([c.column] if c.column else []) + (c.columns or [])
         for name in named:
-            if name.lower() not in lower:
+            if name.lower() not in v.types:
                 raise bad_input(f"{label}: unknown column {name!r}; columns: {', '.join(df.columns)}")
-        dtype = types[c.column.lower()] if named and c.column else None
         if c.where:
             check_condition(spark, df, f"{label}: where", c.where)
-        if c.check in ("regex", "column_names"):
-            try:
-                java(spark.sparkContext._jvm, "java.util.regex.Pattern").compile(c.pattern)
-            except Exception as e:
-                raise bad_input(f"{label}: invalid regex {c.pattern!r} ({first_line(e)})") from None
-        if c.check == "expression":
-            check_condition(spark, df, f"{label}: expression", c.expr)
-        if c.check == "schema":
-            for column, type_text in c.schema.items():
-                spark_type_string(spark, label, type_text)
-        if c.check in ("between", "accepted_values"):
-            check_bound_types(c, label, dtype)
-        if c.check in ("between", "accepted_values", "regex"):
-            conditions.append((c, label))
-        if c.check == "freshness" and not isinstance(dtype, (T.DateType, T.TimestampType,
-                                                             T.TimestampNTZType)):
-            raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
-                            "freshness needs a date or timestamp")
-        for name in (c.columns or [c.column]) if c.stat in NUMERIC_STATS else ():
-            dtype_of = types[name.lower()]
-            if not isinstance(dtype_of, T.NumericType):
-                raise bad_input(f"{label}: {c.stat} needs a numeric column; {name!r} is "
-                                f"{dtype_of.simpleString()}")
-        if c.stat in GROUPED_STATS and "map<" in dtype.simpleString():
-            raise bad_input(f"{label}: {c.stat} cannot group a map column ({c.column!r} is "
-                            f"{dtype.simpleString()})")
-        if c.stat in ("min_length", "max_length") and not isinstance(dtype, T.StringType):
-            raise bad_input(f"{label}: {c.stat} needs a string column; {c.column!r} is "
-                            f"{dtype.simpleString()}")
-        if c.check == "relationship":
-            validate_relationship(spark, c, label, df, t)
-        elif c.check in MATCH_KINDS:
-            validate_reference(spark, c, label, df, t)
+        if KINDS[c.check].validate:
+            KINDS[c.check].validate(v, c, label)
         if c.query:
             main = spark.table(t.sql) if table_exists(spark, t) else df.limit(0)
             try:
@@ -1430,16 +1396,82 @@ def validate_checks_against(spark, checks, df, t):
             with sql_views(spark, df, table, main) as views:
                 sql_query(spark, c, label, views)
     try:
-        if conditions:
-            df.select(*[failing_rows_condition(c) for c, _ in conditions]).schema
+        if v.conditions:
+            df.select(*[failing_rows_condition(c) for c, _ in v.conditions]).schema
     except Exception:
-        for c, label in conditions:  # which one
+        for c, label in v.conditions:  # which one
             try:
                 df.select(failing_rows_condition(c)).schema
             except Exception as e:
                 raise bad_input(f"{label}: cannot apply to column {c.column!r}: "
                                 f"{first_line(e)}") from None
         raise
+
+
+@dataclass
+class Validation:
+    """What checks are validated against: the batch (its columns' types by lower-case name) and
+    the table; row conditions are gathered to be analysed together (one plan, not one a check)."""
+    spark: object
+    df: object
+    t: object
+    types: dict
+    conditions: list = field(default_factory=list)
+
+    def dtype(self, c):
+        return self.types[c.column.lower()]
+
+
+# ----- what each kind of check needs of the batch (KINDS names the validator of each) -----------
+
+def valid_pattern(v, c, label):
+    try:
+        java(v.spark.sparkContext._jvm, "java.util.regex.Pattern").compile(c.pattern)
+    except Exception as e:
+        raise bad_input(f"{label}: invalid regex {c.pattern!r} ({first_line(e)})") from None
+
+
+def valid_regex(v, c, label):
+    valid_pattern(v, c, label)
+    v.conditions.append((c, label))
+
+
+def valid_bounds(v, c, label):
+    check_bound_types(c, label, v.dtype(c))
+    v.conditions.append((c, label))
+
+
+def valid_expression(v, c, label):
+    check_condition(v.spark, v.df, f"{label}: expression", c.expr)
+
+
+def valid_schema(v, c, label):
+    for type_text in c.schema.values():
+        spark_type_string(v.spark, label, type_text)
+
+
+def valid_freshness(v, c, label):
+    from pyspark.sql import types as T
+    dtype = v.dtype(c)
+    if not isinstance(dtype, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+        raise bad_input(f"{label}: column {c.column!r} is {dtype.simpleString()}, "
+                        "freshness needs a date or timestamp")
+
+
+def valid_stat(v, c, label):
+    """A statistic (a stat check's, or the one an anomaly check follows) of columns it applies to."""
+    from pyspark.sql import types as T
+    for name in (c.columns or [c.column]) if c.stat in NUMERIC_STATS else ():
+        dtype = v.types[name.lower()]
+        if not isinstance(dtype, T.NumericType):
+            raise bad_input(f"{label}: {c.stat} needs a numeric column; {name!r} is {dtype.simpleString()}")
+    dtype = v.dtype(c) if c.column else None
+    if c.stat in GROUPED_STATS and "map<" in dtype.simpleString():
+        raise bad_input(f"{label}: {c.stat} cannot group a map column ({c.column!r} is "
+                        f"{dtype.simpleString()})")
+    if c.stat in ("min_length", "max_length") and not isinstance(dtype, T.StringType):
+        raise bad_input(f"{label}: {c.stat} needs a string column; {c.column!r} is "
+                        f"{dtype.simpleString()}")
 
 
 # A profile (DQDL's AllStatistics): the metrics Glue documents for it, by the column's type.
@@ -1464,8 +1496,9 @@ def expand_profiles(checks, df):
     return out
 
 
-def validate_relationship(spark, c, label, df, t):
+def valid_relationship(v, c, label):
     """The referenced table must exist in the catalog, with the columns, comparable to the batch's."""
+    spark, df, t = v.spark, v.df, v.t
     alias = f" ({c.reference!r} in --reference_tables)" if c.reference else ""
     target = existing_table(spark, t, c.to_table, f"{label}: to_table {t.catalog}.{c.to_table}{alias} does not exist")
     require_columns(f"{label}: {c.to_table}", target, c.to_columns)
@@ -1492,10 +1525,11 @@ def require_columns(what, df, names):
             raise bad_input(f"{what} has no column {name!r}; columns: {', '.join(df.columns)}")
 
 
-def validate_reference(spark, c, label, df, t):
+def valid_reference(v, c, label):
     """The reference tables a check names exist, with the columns it compares: numeric ones for
     an aggregate. A dataset_match without match columns compares all of the batch's but its keys."""
     from pyspark.sql import types as T
+    spark, df, t = v.spark, v.df, v.t
 
     def reference(written, table):
         return existing_table(spark, t, table, f"{label}: reference {written!r} ({t.catalog}.{table}) does not exist")
@@ -6045,14 +6079,15 @@ class Kind:
     decided_by: str = None
     reads: str = None
     where: bool = True
+    validate: object = None
 
 
-def row_kind(params, parse, test):
+def row_kind(params, parse, test, validate=None):
     """A row check: its metric counts the rows in scope that meet `test(F, check)`."""
     def fails(c):
         from pyspark.sql import functions as F
         return test(F, c)
-    return Kind(params, parse, audit_rows, count_failing, fails)
+    return Kind(params, parse, audit_rows, count_failing, fails, validate=validate)
 
 
 BOUNDS = {"min", "max", "min_exclusive", "max_exclusive"}
@@ -6060,39 +6095,44 @@ KEYS = (set(), {"columns", "column"})
 MEASURE = BOUNDS | {"condition"}  # a measured value under min/max or a condition
 KINDS = {
     "not_null": row_kind(({"column"}, set()), parse_column_only, lambda F, c: col(c.column).isNull()),
-    "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between, lambda F, c: outside_range(c)),
+    "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between, lambda F, c: outside_range(c),
+                        valid_bounds),
     "accepted_values": row_kind(({"column", "values"}, {"allow_null"}), parse_accepted_values,
-                                lambda F, c: ~col(c.column).isin([v for v in c.values if v is not None])),
+                                lambda F, c: ~col(c.column).isin([v for v in c.values if v is not None]),
+                                valid_bounds),
     "regex": row_kind(({"column", "pattern"}, {"allow_null"}), parse_pattern,
-                      lambda F, c: ~col(c.column).rlike(c.pattern)),
-    "expression": row_kind(({"expr"}, set()), parse_expression, lambda F, c: ~F.expr(c.expr)),
+                      lambda F, c: ~col(c.column).rlike(c.pattern), valid_regex),
+    "expression": row_kind(({"expr"}, set()), parse_expression, lambda F, c: ~F.expr(c.expr), valid_expression),
     "unique": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
     "primary_key": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
     "row_count": Kind((set(), {"min", "max", "condition"}), parse_row_count, audit_row_count),
-    "schema": Kind(({"columns"}, set()), parse_schema, audit_schema, decided_by="metadata", where=False),
+    "schema": Kind(({"columns"}, set()), parse_schema, audit_schema, decided_by="metadata", where=False,
+                   validate=valid_schema),
     "column_exists": Kind(({"column"}, set()), parse_column_only, audit_column_exists, decided_by="metadata",
                           where=False),
     "column_names": Kind(({"pattern"}, set()), parse_pattern, audit_column_names, decided_by="metadata",
-                         where=False),
-    "freshness": Kind(({"column", "max_age_hours"}, set()), parse_freshness, audit_freshness, newest_value),
+                         where=False, validate=valid_pattern),
+    "freshness": Kind(({"column", "max_age_hours"}, set()), parse_freshness, audit_freshness, newest_value,
+                      validate=valid_freshness),
     "volume": Kind((set(), {"min_ratio", "max_ratio", "lookback"}), parse_volume, audit_volume,
                    decided_by="metadata", reads="the run ledger", where=False),
-    "stat": Kind(({"stat"}, BOUNDS | {"column", "columns", "q", "condition"}), parse_stat, audit_stat, statistic),
+    "stat": Kind(({"stat"}, BOUNDS | {"column", "columns", "q", "condition"}), parse_stat, audit_stat, statistic,
+                 validate=valid_stat),
     "relationship": Kind(({"to_table"}, {"column", "columns", "to_column", "to_columns"}), parse_relationship,
-                         audit_relationship, decided_by="scan", reads="another table"),
+                         audit_relationship, decided_by="scan", reads="another table", validate=valid_relationship),
     "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
                 where=False),
     "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations", "query"}), parse_anomaly, audit_anomaly,
-                    statistic, reads="the run ledger"),
+                    statistic, reads="the run ledger", validate=valid_stat),
     "row_count_match": Kind(({"reference"}, MEASURE), parse_reference, audit_row_count_match,
-                            decided_by="scan", reads="another table", where=False),
+                            decided_by="scan", reads="another table", where=False, validate=valid_reference),
     "schema_match": Kind(({"reference"}, MEASURE), parse_reference, audit_schema_match,
-                         decided_by="metadata", reads="another table", where=False),
+                         decided_by="metadata", reads="another table", where=False, validate=valid_reference),
     "aggregate_match": Kind(({"aggregates"}, MEASURE), parse_aggregate_match, audit_aggregate_match,
-                            batch_aggregates, reads="another table", where=False),
+                            batch_aggregates, reads="another table", where=False, validate=valid_reference),
     "dataset_match": Kind(({"reference", "columns"}, MEASURE | {"to_columns", "match_columns", "to_match_columns"}),
                           parse_dataset_match, audit_dataset_match, decided_by="scan", reads="another table",
-                          where=False),
+                          where=False, validate=valid_reference),
     # audited through its rules (leaf_checks); it reads what they read
     "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
     # recorded as the checks it stands for (expand_profiles, once the column's type is known)
