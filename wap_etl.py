@@ -1682,9 +1682,12 @@ def sql_query(spark, c, label, views):
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(text)  # parsing runs nothing
     except Exception as e:
         raise bad_input(f"{label}: query does not parse: {first_line(e)}") from None
-    unsafe = internal_proof(label, lambda: unsafe_part(spark, plan))
-    if unsafe:
-        raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
+    def prove_read_only(tree):
+        unsafe = internal_proof(label, lambda: unsafe_part(spark, tree))
+        if unsafe:
+            raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
+
+    prove_read_only(plan)
     # Analysed before spark.sql, which runs a command at once: INSERT INTO IDENTIFIER('t') ...
     # parses as a plan with an unresolved name and becomes the write only in analysis.
     skip = internal_proof(label, lambda: getattr(java(spark.sparkContext._jvm, COMMAND_MODE), "MODULE$").SKIP())
@@ -1692,14 +1695,16 @@ def sql_query(spark, c, label, views):
         analyzed = spark._jsparkSession.sessionState().executePlan(plan, skip).analyzed()
     except Exception as e:
         raise bad_input(f"{label}: query does not run: {first_line(e)}") from None
-    unsafe = internal_proof(label, lambda: unsafe_part(spark, analyzed))  # IDENTIFIER() names, WINDOWs
-    if unsafe:
-        raise bad_input(f"{label}: query is not a read-only SQL query (it holds {unsafe})")
+    prove_read_only(analyzed)  # IDENTIFIER() names, WINDOWs, catalog views' bodies
     try:
         df = spark.sql(text)
         fields = df.schema.fields
     except Exception as e:
         raise bad_input(f"{label}: query does not run: {first_line(e)}") from None
+    # and the plan that will run, analysed anew by spark.sql: an IDENTIFIER() name can resolve
+    # differently at each analysis (current_timestamp() in it), and a catalog view can be replaced
+    analyzed = internal_proof(label, lambda: analyzed_plan(df))
+    prove_read_only(analyzed)
     if len(fields) != 1 or not isinstance(fields[0].dataType, T.NumericType):
         raise bad_input(f"{label}: query must return one number, returns columns "
                         + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields))
@@ -4444,7 +4449,8 @@ def discard_quarantine(spark, t, batch, report):
     if table_exists(spark, q):
         spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch.batch_id}' "
                   f"AND `_wap_run_id` = '{batch.run_id}'")
-        log.info("the %s rows this run quarantined were discarded", report.rows_dropped)
+        if report.rows_dropped:
+            log.info("the %s rows this run quarantined were discarded", report.rows_dropped)
     report.rows_dropped, report.quarantine_table = 0, None
 
 
