@@ -1777,7 +1777,7 @@ def parses(parse, text):
 def spark_type_string(spark, label, type_text):
     """Normalise a Spark SQL type name ('integer', 'INT') to its simple string ('int')."""
     try:
-        return spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromDDL(
+        return java(spark.sparkContext._jvm, "org.apache.spark.sql.types.DataType").fromDDL(
             type_text).simpleString()
     except Exception:
         raise bad_input(f"{label}: unknown Spark SQL type {type_text!r}") from None
@@ -4564,8 +4564,8 @@ def with_commit_properties(spark, properties, action):
     jmap = java(sc._jvm, "java.util.HashMap")()
     for key, value in properties.items():
         jmap.put(key, value)
-    sc._jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
-        jmap, Callback(), sc._jvm.java.lang.RuntimeException().getClass())
+    java(sc._jvm, "org.apache.iceberg.spark.CommitMetadata").withCommitProperties(
+        jmap, Callback(), jvm_class(sc._jvm, "java.lang.RuntimeException"))
     if Callback.error is not None:
         raise Callback.error
 
@@ -5371,13 +5371,13 @@ def violated_expression(spark, staged_df, c):
         if node.nodeName() != "Filter":
             return None
         jvm = spark.sparkContext._jvm
-        strategy = jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy$").getField("MODULE$").get(None)
+        strategy = jvm_class(jvm, "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy$"
+                             ).getField("MODULE$").get(None)
         predicate = strategy.translateFilterV2(node.condition())
-        converted = (jvm.org.apache.iceberg.spark.SparkV2Filters.convert(predicate.get())
+        converted = (java(jvm, "org.apache.iceberg.spark.SparkV2Filters").convert(predicate.get())
                      if predicate.isDefined() else None)
         pushable = converted is not None and bounds_can_rule_out(
-            jvm.org.apache.iceberg.expressions.Expressions.rewriteNot(converted))
+            java(jvm, "org.apache.iceberg.expressions.Expressions").rewriteNot(converted))
     except Exception as e:
         log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
         return None
