@@ -1605,6 +1605,13 @@ def java(jvm, name):
     return functools.reduce(getattr, name.split("."), jvm)
 
 
+def java_items(jmap):
+    """A Java map's (key, value) pairs, walked by index: a py4j iterator ends in a Java exception,
+    and pyspark's handler then asks the JVM about it: ~70 round trips for a one-entry map."""
+    keys = jmap.keySet().toArray()
+    return [(key, jmap.get(key)) for key in (keys[i] for i in range(len(keys)))]
+
+
 NodeKind = namedtuple("NodeKind", "name plan write subquery leaf")
 _NODE_KINDS = {}  # (CATALYST, a node class's full name) -> its NodeKind
 
@@ -3134,10 +3141,42 @@ def create_session(p):
     # Every Iceberg read of the run (the audit's, a sql check's named tables) computes MIN/MAX from
     # rows: file bounds leave NaN out, so a double column holding NaN would report its largest number
     spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", "false")
+    pin_statics(spark.sparkContext._jvm)
     if (spark.conf.get(f"{prefix}.cache-enabled", "true") or "true").lower() != "false":
         log.warning("catalog %s caches tables, but the guard and exactly-once need fresh metadata: "
                     "set %s.cache-enabled=false (on Glue: in --conf)", p.catalog, prefix)
     return spark, glue_job
+
+
+PINNED = ("functions", "PythonUtils", "PythonSQLUtils",  # the static methods behind F.*, select...
+          "py4j")  # py4j.reflection.TypeUtil: pyspark asks it a dozen times about every Java exception
+
+
+class Pinned:
+    """A Java package or class whose members are each found once. py4j asks the JVM what
+    `jvm.functions` is, then what its `col` is, on every access: three round trips for each
+    F.col(...), and five for each of the dozen questions pyspark asks about a Java exception."""
+
+    def __init__(self, target):
+        self._target = target
+
+    def __getattr__(self, name):
+        value = getattr(self._target, name)
+        if not name.startswith("_"):
+            if type(value).__name__ in ("JavaPackage", "JavaClass"):
+                value = Pinned(value)
+            setattr(self, name, value)
+        return value
+
+    def __call__(self, *args):  # a class's constructor
+        return self._target(*args)
+
+
+def pin_statics(jvm):
+    """Point pyspark's lookups of the classes it calls most at Pinned ones (once per JVM view)."""
+    for name in PINNED:
+        if not isinstance(jvm.__dict__.get(name), Pinned):
+            setattr(jvm, name, Pinned(getattr(jvm, name)))
 
 
 # =================================================================================================
@@ -3544,7 +3583,7 @@ def quarantine_taken_up(spark, t, run_id, since_ms):
     own branch dropped) carries `run_id`'s quarantined rows: the run's own snapshot, or one rebased
     from it, that another run resumed (and perhaps published)."""
     table, seen = iceberg_table(spark, t), set()
-    for ref in table.refs().values():
+    for _, ref in java_items(table.refs()):
         snapshot = table.snapshot(ref.snapshotId())
         while snapshot is not None and snapshot.snapshotId() not in seen and snapshot.timestampMillis() >= since_ms:
             seen.add(snapshot.snapshotId())
@@ -3770,7 +3809,7 @@ def table_exists(spark, t):
 
 def refs(spark, t):
     """{ref name: snapshot id} for every branch and tag."""
-    return {str(name): ref.snapshotId() for name, ref in iceberg_table(spark, t).refs().items()}
+    return {str(name): ref.snapshotId() for name, ref in java_items(iceberg_table(spark, t).refs())}
 
 
 def ref_id(table, name):
@@ -3803,7 +3842,8 @@ def snapshot_fields(snapshot):
     if "summary" in fields:
         fields["summary"].pop("operation", None)
     else:  # Iceberg writes a summary only with an operation; one written elsewhere may lack it
-        fields["summary"] = {str(k): str(v) for k, v in (snapshot.summary() or {}).items()}
+        summary = snapshot.summary()
+        fields["summary"] = {str(k): str(v) for k, v in (java_items(summary) if summary is not None else [])}
     return fields
 
 
@@ -6383,7 +6423,7 @@ def swap_main(spark, batch, decision, staged_id, ledger):
     properties.put(PUBLISH_PROPERTY, json.dumps(record))
     builder = java(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base)
     builder = builder.setBranchSnapshot(staged_id, "main").setProperties(properties)
-    for name, ref in base.refs().items():
+    for name, ref in java_items(base.refs()):
         if name == batch.branch or (str(name).startswith(branch_prefix(batch.batch_id))
                                     and ref.isBranch() and ref.snapshotId() == staged_id):
             builder = builder.removeRef(name)
@@ -6782,7 +6822,7 @@ def count_spark_jobs(spark, report):
         sc._jsc.sc().listenerBus().waitUntilEmpty()
     except Exception as e:
         log.info("Spark's listener bus did not drain; job counts may be short: %s", first_line(e))
-    tracker = sc.statusTracker()
+    tracker = sc._jsc.statusTracker()  # the Java one: its id arrays counted, not copied id by id
     report.spark_jobs = {step: len(tracker.getJobIdsForGroup(job_group(report, step)))
                          for step in report.timings}
 
@@ -8091,7 +8131,7 @@ def resume(spark, p, t, batch, table, main):
     on today's main: audit that snapshot instead of writing again, on a branch of this run's own
     (the earlier branch is left alone; the publish drops every branch of the batch).
     Returns its snapshot_info, or None."""
-    for name, ref in table.refs().items():
+    for name, ref in java_items(table.refs()):
         if not str(name).startswith(branch_prefix(batch.batch_id)) or not ref.isBranch():
             continue
         info = snapshot_info(spark, t, ref.snapshotId(), table)

@@ -138,6 +138,23 @@ def test_a_small_batch_is_audited_in_one_spark_job(wap):
         "not_null_id": 1, "unique_id": 3, "between_id": 0}
 
 
+def test_after_a_run_a_pyspark_function_call_is_one_jvm_round_trip(wap):
+    """pyspark finds `functions.col` by reflection on every call; the job pins the class, so each
+    F.col, F.lit or select costs only its own call into the JVM."""
+    from py4j import clientserver
+    from pyspark.sql import functions as F
+    assert wap.run([{"id": 1}], checks=[{"check": "not_null", "column": "id"}])[0] == 0
+    sent = []
+    real = clientserver.ClientServerConnection.send_command
+    clientserver.ClientServerConnection.send_command = lambda self, c: sent.append(c) or real(self, c)
+    try:
+        F.col("id"), F.lit(3)
+    finally:
+        clientserver.ClientServerConnection.send_command = real
+    assert len(sent) == 2, sent
+    assert wap.spark.range(1).select((F.col("id") + 1).alias("x")).first()["x"] == 1
+
+
 HEADERS = [  # (file text, reader options): plain headers the driver reads as Spark does
     ("id,amount,status\r\n1,2.5,new\r\n", {}),
     ("\n\nid,Amount, note \n1,2,x\n", {}),
