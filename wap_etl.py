@@ -1606,10 +1606,17 @@ def java(jvm, name):
 
 
 def java_items(jmap):
-    """A Java map's (key, value) pairs, walked by index: a py4j iterator ends in a Java exception,
-    and pyspark's handler then asks the JVM about it: ~70 round trips for a one-entry map."""
-    keys = jmap.keySet().toArray()
-    return [(key, jmap.get(key)) for key in (keys[i] for i in range(len(keys)))]
+    """A Java map's (key, value) pairs, its keys fetched in one call: a py4j iterator ends in a
+    Java exception, which pyspark's handler inspects with ~70 round trips, and an array costs two
+    per element. String keys only (table refs, summaries); a key holding NUL is walked by index."""
+    from pyspark import SparkContext
+    keys = jmap.keySet()
+    names = java(SparkContext._jvm, "java.lang.String").join("\0", keys).split("\0")
+    if len(names) != jmap.size():  # a NUL in a key, or no key at all
+        array = keys.toArray()
+        names = [array[i] for i in range(len(array))]
+    for name in names:
+        yield name, jmap.get(name)
 
 
 NodeKind = namedtuple("NodeKind", "name plan write subquery leaf")
@@ -3160,7 +3167,7 @@ class Pinned:
     def __init__(self, target):
         self._target = target
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):  # methods and classes only: a static field's value would be kept
         value = getattr(self._target, name)
         if not name.startswith("_"):
             if type(value).__name__ in ("JavaPackage", "JavaClass"):
@@ -3175,8 +3182,11 @@ class Pinned:
 def pin_statics(jvm):
     """Point pyspark's lookups of the classes it calls most at Pinned ones (once per JVM view)."""
     for name in PINNED:
-        if not isinstance(jvm.__dict__.get(name), Pinned):
-            setattr(jvm, name, Pinned(getattr(jvm, name)))
+        try:
+            if not isinstance(jvm.__dict__.get(name), Pinned):
+                setattr(jvm, name, Pinned(getattr(jvm, name)))
+        except Exception as e:  # another pyspark build: looked up the usual way, as before
+            log.info("%s not pinned: %s", name, first_line(e))
 
 
 # =================================================================================================

@@ -1,6 +1,7 @@
 """The fixed cost of a daily run: what the ledger rows read once per run and a small batch's keys
 can answer makes no Spark job of its own, and the verdicts stay exact."""
 import gzip
+import threading
 
 import pytest
 
@@ -144,15 +145,26 @@ def test_after_a_run_a_pyspark_function_call_is_one_jvm_round_trip(wap):
     from py4j import clientserver
     from pyspark.sql import functions as F
     assert wap.run([{"id": 1}], checks=[{"check": "not_null", "column": "id"}])[0] == 0
-    sent = []
+    sent, caller = [], threading.get_ident()  # not py4j's own thread releasing objects
     real = clientserver.ClientServerConnection.send_command
-    clientserver.ClientServerConnection.send_command = lambda self, c: sent.append(c) or real(self, c)
+    clientserver.ClientServerConnection.send_command = (
+        lambda self, c: (threading.get_ident() == caller and sent.append(c)) or real(self, c))
     try:
         F.col("id"), F.lit(3)
     finally:
         clientserver.ClientServerConnection.send_command = real
     assert len(sent) == 2, sent
     assert wap.spark.range(1).select((F.col("id") + 1).alias("x")).first()["x"] == 1
+
+
+@pytest.mark.parametrize("entries", [{}, {"": "e"}, {"main": "1"}, {"a": "1", "b\0c": "2", "d\ne": "3"}])
+def test_a_java_map_is_read_whole_whatever_its_keys(spark, entries):
+    """Table refs and summaries are read with their keys fetched at once; a key with a NUL or a
+    line break in it is still read exactly."""
+    jmap = spark.sparkContext._jvm.java.util.HashMap()
+    for k, v in entries.items():
+        jmap.put(k, v)
+    assert dict(wap_etl.java_items(jmap)) == entries
 
 
 HEADERS = [  # (file text, reader options): plain headers the driver reads as Spark does
