@@ -39,12 +39,17 @@ def test_benchmark_sweep_measures_every_point(tmp_path, spark, monkeypatch):
     assert chart.stat().st_size > 1000
 
 
-def test_benchmark_steady_state_sets_wap_and_plain_side_by_side(tmp_path, spark, monkeypatch):
+def steady(tmp_path, monkeypatch, *args):
+    """The benchmark's steady state at 10 rows; its JSON holds what it returned."""
     monkeypatch.setattr(wap_etl, "transform", wap_etl.transform)
     out = tmp_path / "steady.json"
-    results = bench_wap.main(["--steady", "10", "--ledger_runs", "40", "--repeats", "2",
-                              "--work", str(tmp_path / "work"), "--json", str(out)])
+    results = bench_wap.main(["--steady", "10", *args, "--work", str(tmp_path / "work"), "--json", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    return results
+
+
+def test_benchmark_steady_state_sets_wap_and_plain_side_by_side(tmp_path, spark, monkeypatch):
+    results = steady(tmp_path, monkeypatch, "--ledger_runs", "40", "--repeats", "2")
     points = {p["ledger_runs"]: p for p in results["steady"]}
     assert set(points) == {1, 41}  # the warm-up run's ledger, then 40 earlier runs besides
     for p in points.values():
@@ -57,3 +62,16 @@ def test_benchmark_steady_state_sets_wap_and_plain_side_by_side(tmp_path, spark,
         assert plain["spark_jobs"]["write"] >= 1
         assert (wap["iceberg_commits"]["publish"], wap["iceberg_commits"]["ledger"]) == (1, 1)
         assert wap["spark_jobs"]["audit"] >= 1
+
+
+@soak
+def test_benchmark_steady_state_in_fresh_processes_times_each_run_from_outside(tmp_path, spark, monkeypatch):
+    results = steady(tmp_path, monkeypatch, "--fresh_processes", "true", "--repeats", "1")
+    [p] = results["steady"]
+    wap, plain = p["wap"], p["plain"]
+    assert p["fresh_processes"] and p["rows"] == 10
+    # each side's wall time is the whole process: more than the steps it reports
+    assert wap["seconds"]["median"] > sum(s["median"] for s in wap["steps"].values())
+    assert plain["seconds"]["median"] > sum(s["median"] for s in plain["steps"].values())
+    assert (wap["iceberg_commits"]["publish"], wap["iceberg_commits"]["ledger"]) == (1, 1)
+    assert plain["iceberg_commits"]["write"] == 1

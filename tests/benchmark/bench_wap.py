@@ -12,7 +12,8 @@ In one process and one SparkSession (local[2] unless one is active), on a genera
 and prints a table, writes JSON, and draws a PNG chart. With --sweep 1000000,10000000 it instead
 measures, at each batch size, 0, 4, 8 and 16 mixed checks with default settings (plus, at 8,
 --audit_source write and a batch with one failing check): WAP/plain, audit and publish seconds,
-and the bytes and records the audit read.
+and the bytes and records the audit read. With --steady it measures the steady state (existing
+table and ledger), in this process, or with --fresh_processes true every run in a new one.
 """
 import argparse
 import json
@@ -438,6 +439,79 @@ def steady(rows_list, repeats, ledger_runs, work):
     return finish_results({"steady": points, "repeats": repeats}, spark)
 
 
+def fresh(rows_list, repeats, work):
+    """The steady state as Glue runs it: every run a process (and a JVM) of its own, so each pays
+    the JVM's start and the first run of each kind of work in it. WAP through its command line,
+    plain through `--plain_process`, alternating on the same batch (fresh ids each repeat, since
+    the command line's transform is the file's own); wall seconds from outside the process."""
+    from pyspark.sql import functions as F
+    spark = session()  # makes the batches only: the tables are the processes' own
+    points, env = [], dict(os.environ, WAP_SPARK_MASTER=os.environ.get("WAP_SPARK_MASTER", "local[2]"))
+    for rows in rows_list:
+        warehouse = os.path.join(work, f"fresh_warehouse_{rows}")
+        paths = [os.path.join(work, f"fresh_csv_{rows}_{r}") for r in range(repeats + 1)]
+        for r, path in enumerate(paths):  # the warm-up's batch, then one per repeat
+            generate(spark, rows).withColumn("id", F.col("id") + r * rows).write.mode("overwrite") \
+                .option("header", "true").csv(path)
+
+        def wap_process(r):
+            argv = [sys.executable, os.path.join(ROOT, "wap_etl.py"), "--source_path", paths[r],
+                    "--source_format", "csv", "--table", f"{NAMESPACE}.wap", "--catalog", CATALOG,
+                    "--warehouse", warehouse, "--checks", json.dumps(CHECKS), "--batch_id", f"fresh{r}"]
+            return process(argv, "WAP_STEPS ", env)
+
+        def plain_process(r):
+            argv = [sys.executable, os.path.abspath(__file__), "--plain_process", paths[r], warehouse]
+            return process(argv, "PLAIN_STEPS ", env)
+
+        plain_process(0)  # creates both tables, as create_table does
+        wap_process(0)  # the table's first run: its ledger, and history for `volume`
+        plain, wap = [], []
+        for r in range(1, repeats + 1):
+            plain.append(plain_process(r))
+            wap.append(wap_process(r))
+        point = {"rows": rows, "ledger_runs": 1, "fresh_processes": True,
+                 "plain": side(plain), "wap": side(wap)}
+        point["wap_over_plain"] = round(point["wap"]["seconds"]["median"]
+                                        / point["plain"]["seconds"]["median"], 3)
+        points.append(point)
+        print_steady(point)
+    return finish_results({"steady": points, "repeats": repeats, "fresh_processes": True}, spark)
+
+
+def process(argv, marker, env):
+    """(wall seconds, its report's steps) of one run in a process of its own."""
+    import subprocess
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if marker in line]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"{argv[1]} exited {done.returncode}: {done.stderr[-2000:]}")
+    steps = json.loads(lines[-1].split(marker, 1)[1])
+    report = wap_etl.RunReport(timings=steps["timings"], spark_jobs=steps["spark_jobs"],
+                               iceberg_commits=steps["iceberg_commits"])
+    return seconds, report
+
+
+def plain_once(csv_path, warehouse):
+    """One plain append in this process, its session built as the job builds its own; the
+    first creates both tables of `fresh`."""
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.appName("plain").master(os.environ.get("WAP_SPARK_MASTER", "local[*]"))
+             .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS)
+             .config(*wap_etl.iceberg_jar_conf(None)).config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    use_catalog(spark, warehouse)
+    if not spark.catalog.tableExists(f"{CATALOG}.{NAMESPACE}.plain"):
+        for name in ("plain", "wap"):
+            create_table(spark, name, generate(spark, 1).schema)
+    report = plain_append(spark, csv_path, f"{CATALOG}.{NAMESPACE}.plain", 0)
+    print("PLAIN_STEPS " + json.dumps({"timings": report.timings, "spark_jobs": report.spark_jobs,
+                                       "iceberg_commits": report.iceberg_commits}), flush=True)
+
+
 def print_steady(p):
     """WAP's and plain's steps side by side: where WAP's extra seconds go."""
     print(f"\n{p['rows']:,} rows, ledger of {p['ledger_runs']:,} runs: WAP / plain = {p['wap_over_plain']:.3f}")
@@ -583,13 +657,20 @@ def main(argv=None):
                          "WAP and plain alternating) at each, instead of the single point")
     ap.add_argument("--ledger_runs", type=int, default=10_000,
                     help="with --steady: also measure with a ledger holding this many earlier runs")
+    ap.add_argument("--fresh_processes", default="false", choices=["true", "false"],
+                    help="with --steady: every run a new process (a new JVM), as on Glue")
+    ap.add_argument("--plain_process", nargs=2, metavar=("CSV", "WAREHOUSE"), help=argparse.SUPPRESS)
     ap.add_argument("--json", default=os.path.join(ROOT, "tests", "benchmark", "results.json"))
     ap.add_argument("--chart", default=os.path.join(ROOT, "img", "benchmark.png"))
     args = ap.parse_args(argv)
+    if args.plain_process:
+        return plain_once(*args.plain_process)
     work = args.work or tempfile.mkdtemp(prefix="bench_wap_")
     try:
         if args.steady:
-            results = steady([int(x) for x in args.steady.split(",")], args.repeats, args.ledger_runs, work)
+            sizes = [int(x) for x in args.steady.split(",")]
+            results = (fresh(sizes, args.repeats, work) if args.fresh_processes == "true"
+                       else steady(sizes, args.repeats, args.ledger_runs, work))
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)
             print(f"\nwrote {args.json}")
