@@ -4012,7 +4012,9 @@ class Prefetch:
                 log.info("background work after the ledger read failed: %s", first_line(e))
 
     def join(self):
-        self._read.wait()
+        while not self._read.wait(0.5):
+            if not self._thread.is_alive():  # died before its read began (no JVM thread for it):
+                return  # no rows, no error, so the reader reads them itself
 
     @property
     def rows(self):
@@ -6753,8 +6755,7 @@ def record_run(report, p, ledger=None):
     """Append the run to the ledger; returns the ledger written to, or None. Bad input writes
     nothing new: its row is recorded only in a ledger that already exists. `ledger`: what the run
     has read of it already."""
-    from pyspark.sql import SparkSession
-    spark = SparkSession.getActiveSession()
+    spark = active_session()  # not the JVM's: a thread the caller started has none
     if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
         return None  # the run ended before it had a session with the catalog
     ledger = ledger or Ledger.of(spark, p)
@@ -6880,9 +6881,7 @@ def run_history(report, p):
     """The table's last runs from the ledger, oldest first, this run included."""
     history = []
     try:
-        from pyspark.sql import SparkSession
-        spark = SparkSession.getActiveSession()
-        ledger = Ledger.of(spark, p)
+        ledger = Ledger.of(active_session(), p)
         history = [ledger_dict(r) for r in reversed(ledger.recent(HISTORY_RUNS))]
     except Exception as e:  # no session, no ledger yet: the page shows this run alone
         log.info("run history unavailable: %s", first_line(e))
@@ -7809,11 +7808,10 @@ def run_job(argv, scrubber):
         report.status, report.error, code = Status.ERROR, f"{type(e).__name__}: {first_line(e)}", EXIT_ERROR
         log.exception("wap_etl: unexpected error")
     finally:
-        try:
-            from pyspark.sql import SparkSession
-            spark = SparkSession.getActiveSession()
-            if spark is not None:
-                spark.conf.unset("spark.wap.branch")
+        try:  # not the JVM's active session: on a thread the caller started, it has none
+            session = active_session()
+            if session is not None:
+                session.conf.unset("spark.wap.branch")
         except Exception:
             pass
     report.exit_code = code

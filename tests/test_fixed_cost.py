@@ -126,6 +126,46 @@ def test_a_ledger_read_that_fails_in_the_background_fails_the_run(wap, monkeypat
     assert wap.ids() == [1]
 
 
+def on_a_thread(fn):
+    """fn's result (or what it raised), run on a thread of the caller's own, within 5 minutes."""
+    done = []
+
+    def target():
+        try:
+            done.append(fn())
+        except BaseException as e:
+            done.append(e)
+    runner = threading.Thread(target=target, daemon=True)
+    runner.start()
+    runner.join(300)
+    assert done, "the run still waits"
+    return done[0]
+
+
+def test_a_run_on_a_thread_of_the_callers_records_its_row_and_clears_the_branch_setting(wap):
+    """The JVM's active session is per thread: a run on a thread a scheduler or notebook started
+    must still write its ledger row and leave spark.wap.branch unset."""
+    code, report = on_a_thread(lambda: wap.run([{"id": 1}], checks=[]))
+    assert code == 0 and report.status is wap_etl.Status.PUBLISHED, report.error
+    rows = wap.spark.table(f"{wap.sql}_wap_runs").filter(f"run_id = '{report.run_id}'").collect()
+    assert [r["status"] for r in rows] == ["published"]
+    assert wap.wap_branch_conf() is None
+
+
+def test_a_background_read_whose_thread_died_before_reading_is_read_again_not_waited_for(wap, monkeypatch):
+    """A thread that dies before its read (no JVM thread to be had) leaves no rows and no error:
+    the run reads the ledger itself, so a batch id already published is still refused. The run
+    is on a thread of the caller's own, as a scheduler or notebook may start it."""
+    assert wap.run([{"id": 1}], batch_id="b0", checks=[])[0] == 0
+
+    def dies(self, read, then):
+        raise RuntimeError("unable to create new native thread")
+    monkeypatch.setattr(wap_etl.Prefetch, "_run", dies)
+    code, report = on_a_thread(lambda: wap.run([{"id": 1}], batch_id="b0", checks=[]))
+    assert code == wap_etl.EXIT_BAD_INPUT and "batch 'b0' was published by run" in report.error
+    assert wap.ids() == [1]
+
+
 def test_a_small_batch_is_audited_in_one_spark_job(wap):
     """A few rows are scanned in one task, so the shared aggregate needs no exchange: one job."""
     checks = [{"check": "not_null", "column": "id"}, {"check": "unique", "columns": ["id"]},
