@@ -6755,7 +6755,7 @@ def record_run(report, p, ledger=None):
     """Append the run to the ledger; returns the ledger written to, or None. Bad input writes
     nothing new: its row is recorded only in a ledger that already exists. `ledger`: what the run
     has read of it already."""
-    spark = active_session()  # not the JVM's: a thread the caller started has none
+    spark = ledger.spark if ledger is not None else active_session()  # the run's own session
     if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
         return None  # the run ended before it had a session with the catalog
     ledger = ledger or Ledger.of(spark, p)
@@ -7772,7 +7772,7 @@ def run(argv=None):
 def run_job(argv, scrubber):
     """The run, its parameters' secrets handed to the log's scrubber as soon as they are known."""
     report = RunReport(started_at=datetime.now(timezone.utc).isoformat())
-    p = glue_job = ledger = history = checks = None
+    p = glue_job = ledger = history = checks = spark = None
     outer_group = False  # no session yet: no job group to restore
     try:
         p = parse_params(argv)
@@ -7808,8 +7808,8 @@ def run_job(argv, scrubber):
         report.status, report.error, code = Status.ERROR, f"{type(e).__name__}: {first_line(e)}", EXIT_ERROR
         log.exception("wap_etl: unexpected error")
     finally:
-        try:  # not the JVM's active session: on a thread the caller started, it has none
-            session = active_session()
+        try:  # the run's own session (the JVM's active one is per thread)
+            session = spark or active_session()
             if session is not None:
                 session.conf.unset("spark.wap.branch")
         except Exception:
