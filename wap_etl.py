@@ -6751,11 +6751,10 @@ def ledger_row(report):
             "rule_results": (report.glue_dq or {}).get("RuleResults")}
 
 
-def record_run(report, p, ledger=None):
+def record_run(spark, report, p, ledger=None):
     """Append the run to the ledger; returns the ledger written to, or None. Bad input writes
     nothing new: its row is recorded only in a ledger that already exists. `ledger`: what the run
     has read of it already."""
-    spark = ledger.spark if ledger is not None else active_session()  # the run's own session
     if spark is None or not spark.conf.get(f"spark.sql.catalog.{p.catalog}", None):
         return None  # the run ended before it had a session with the catalog
     ledger = ledger or Ledger.of(spark, p)
@@ -6796,11 +6795,11 @@ def report_location(report, p, extension):
     return f"{p.report_path.rstrip('/')}/{report.table or 'unknown'}/{report.batch_id or 'no_batch'}{extension}"
 
 
-def write_html_report(report, p):
+def write_html_report(spark, report, p):
     """The run as an HTML page beside its JSON report, with the table's recent runs charted from
     the run ledger."""
     report.html_report = put_text(report_location(report, p, ".html"),
-                                  render_run_html(asdict(report), run_history(report, p)), "text/html")
+                                  render_run_html(asdict(report), run_history(spark, report, p)), "text/html")
 
 
 def write_report(report, p):
@@ -6877,11 +6876,11 @@ def count_iceberg_commits(spark, report, tables):
 HISTORY_RUNS = 30
 
 
-def run_history(report, p):
+def run_history(spark, report, p):
     """The table's last runs from the ledger, oldest first, this run included."""
     history = []
     try:
-        ledger = Ledger.of(active_session(), p)
+        ledger = Ledger.of(spark, p)
         history = [ledger_dict(r) for r in reversed(ledger.recent(HISTORY_RUNS))]
     except Exception as e:  # no session, no ledger yet: the page shows this run alone
         log.info("run history unavailable: %s", first_line(e))
@@ -7247,19 +7246,19 @@ def finish(report, p, ledger=None, history=None, checks=None):
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
     if p is None or p.dry_run:  # a dry run writes nothing, not even its error
         return
+    spark = ledger.spark if ledger is not None else active_session()  # the run's own session
     with timed(report, "ledger"):  # part of the protocol for a publish: before the exit, always
         written = []
-        side_effect("run ledger", lambda: written.append(record_run(report, p, ledger)))
+        side_effect("run ledger", lambda: written.append(record_run(spark, report, p, ledger)))
         if written and written[0] is not None:  # the upkeep of the ledger just written to
             side_effect("run ledger upkeep", written[0].maintain)
     files = p.report_path and report.status is not Status.ALREADY_PUBLISHED
-    spark = active_session()
     with timed(report, "report"):
         if spark is not None:  # no commit after this
             side_effect("step counts", lambda: count_steps(spark, report, p, ledger))
         if files:  # the JSON now, should the process die later; written again last, complete
             side_effect("report", lambda: write_report(report, p))
-            side_effect("HTML report", lambda: write_html_report(report, p))
+            side_effect("HTML report", lambda: write_html_report(spark, report, p))
     alert = report.status in p.alert_on
     channels = [
         ("SNS alert", alert and p.sns_topic_arn, lambda: send_sns(report, p.sns_topic_arn)),
