@@ -3487,27 +3487,42 @@ def identify_input(spark, paths, source=None):
     identical re-upload is the same input; no catalog alias, so one table is one table. Each file
     is also stamped (file_stamp), so a change before Spark reads it is caught (check_input_unchanged).
     Off S3 (where client-side encryption lists other lengths) its size must also be the length
-    Spark listed for the read of `source`: Spark reads a file that far and no further."""
+    Spark listed for the read of `source`: Spark reads a file that far and no further. Local
+    files are hashed side by side (reading and hashing release the GIL); each one's outcome,
+    error included, is taken in path order, as one after another would give it."""
+    from concurrent.futures import ThreadPoolExecutor
     paths = sorted({normalize_path(f) for f in paths})
     s3 = s3_etags([f for f in paths if f.startswith("s3://")])
     listed = spark_listed_sizes(source) if source is not None and len(s3) < len(paths) else {}
     lines, stamps = [], {}
-    for path in paths:
-        stamps[path] = file_stamp(spark, path, s3)
-        if stamps[path] is None:
-            raise changed_input(path)  # listed for the read, gone now
-        if path.startswith("file:///"):
-            size, tag = local_or_hadoop_identity(spark, path)
-            if file_stamp(spark, path, s3) != stamps[path]:
-                raise changed_input(path)  # hashed while it changed: which content is unknown
-        else:  # S3's ETag, or Hadoop's length and modification time: the stamp itself
-            size, tag = stamps[path][:2]
-        if not path.startswith("s3://") and path in listed and listed[path] != size:
-            raise changed_input(path)  # Spark would read it only as far as its listed length
-        lines.append(f"{path}\t{size}\t{tag}")
+    local = [path for path in paths if path.startswith("file:///")]
+    with ThreadPoolExecutor(max(1, min(len(local), os.cpu_count() or 1))) as pool:
+        hashed = {path: pool.submit(local_identity, spark, path, s3) for path in local}
+        for path in paths:
+            if path in hashed:
+                stamps[path], size, tag = hashed[path].result()
+            else:  # S3's ETag, or Hadoop's length and modification time: the stamp itself
+                stamps[path] = file_stamp(spark, path, s3)
+                if stamps[path] is None:
+                    raise changed_input(path)  # listed for the read, gone now
+                size, tag = stamps[path][:2]
+            if not path.startswith("s3://") and path in listed and listed[path] != size:
+                raise changed_input(path)  # Spark would read it only as far as its listed length
+            lines.append(f"{path}\t{size}\t{tag}")
     digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
     return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest,
                       stamps, {path: file_pin(path, stamps[path], s3) for path in paths})
+
+
+def local_identity(spark, path, s3):
+    """(stamp, size, SHA-1 tag) of a local file, stamped before and after its bytes are hashed."""
+    stamp = file_stamp(spark, path, s3)
+    if stamp is None:
+        raise changed_input(path)  # listed for the read, gone now
+    size, tag = local_or_hadoop_identity(spark, path)
+    if file_stamp(spark, path, s3) != stamp:
+        raise changed_input(path)  # hashed while it changed: which content is unknown
+    return stamp, size, tag
 
 
 def file_pin(path, stamp, s3):

@@ -1,6 +1,7 @@
 """Exactly-once: private run branches, a compare-and-swap publish and the run ledger hold whatever
 retries, races, rollbacks and snapshot expiry happen. Races run as real processes, lined up at a
 step of the protocol with WAP_PAUSE_AT, so the race always happens."""
+import hashlib
 import json
 import os
 import time
@@ -177,6 +178,31 @@ def test_a_source_file_grown_after_spark_listed_it_is_refused_before_anything_is
         f.write("2,2.0\n")
     with pytest.raises(wap_etl.WapError, match="changed while this run read it"):
         wap_etl.identify_input(spark, wap_etl.input_files(source), source)
+
+
+def test_local_files_hashed_side_by_side_keep_the_identities_ledgers_hold(tmp_path):
+    """A batch's identity is the SHA-256 of its files' `path, size, sha1:<content>` lines, in path
+    order, whatever order their hashes finish in: the rows a ledger already holds still match."""
+    paths = []
+    for i in range(5):
+        path = tmp_path / f"part-{i}.csv"
+        rows = range((5 - i) * 40_000)  # biggest first: the hashes finish out of path order
+        path.write_bytes(b"id,amount\n" + b"".join(b"%d,%d.5\n" % (k, k) for k in rows))
+        paths.append(f"file://{path}")
+    lines = [f"{p}\t{os.path.getsize(p[len('file://'):])}\tsha1:"
+             + hashlib.sha1(open(p[len("file://"):], "rb").read()).hexdigest() for p in paths]
+    files = wap_etl.identify_input(None, list(reversed(paths)))
+    assert files.paths == paths
+    assert files.ids == [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines]
+    assert files.fingerprint == hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
+
+
+def test_of_several_vanished_local_files_the_first_in_path_order_is_named(tmp_path):
+    for name in ("a.csv", "c.csv"):
+        (tmp_path / name).write_text("id\n1\n")
+    paths = [f"file://{tmp_path / n}" for n in ("a.csv", "b.csv", "c.csv", "d.csv")]
+    with pytest.raises(wap_etl.WapError, match=f"{paths[1]} changed while this run read it"):
+        wap_etl.identify_input(None, paths)
 
 
 def test_same_batch_id_with_bad_input_meanwhile_never_reaches_main(wap, tmp_path):
