@@ -3496,11 +3496,19 @@ def identify_input(spark, paths, source=None):
     listed = spark_listed_sizes(source) if source is not None and len(s3) < len(paths) else {}
     lines, stamps = [], {}
     local = [path for path in paths if path.startswith("file:///")]
-    with ThreadPoolExecutor(max(1, min(len(local), os.cpu_count() or 1))) as pool:
-        hashed = {path: pool.submit(local_identity, spark, path, s3) for path in local}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    pool = ThreadPoolExecutor(max(1, min(len(local), cores, 8)))
+    hashed = {}
+    try:
+        for path in local:
+            try:
+                hashed[path] = pool.submit(local_identity, spark, path, s3)
+            except RuntimeError:  # no thread to be had: this one and the rest are hashed in turn
+                break
         for path in paths:
-            if path in hashed:
-                stamps[path], size, tag = hashed[path].result()
+            if path.startswith("file:///"):
+                stamps[path], size, tag = (hashed[path].result() if path in hashed
+                                           else local_identity(spark, path, s3))
             else:  # S3's ETag, or Hadoop's length and modification time: the stamp itself
                 stamps[path] = file_stamp(spark, path, s3)
                 if stamps[path] is None:
@@ -3509,6 +3517,8 @@ def identify_input(spark, paths, source=None):
             if not path.startswith("s3://") and path in listed and listed[path] != size:
                 raise changed_input(path)  # Spark would read it only as far as its listed length
             lines.append(f"{path}\t{size}\t{tag}")
+    finally:  # on an error, the files not yet begun are not hashed for nothing
+        pool.shutdown(wait=False, cancel_futures=True)
     digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
     return InputFiles(paths, [hashlib.sha256(line.encode()).hexdigest()[:16] for line in lines], digest,
                       stamps, {path: file_pin(path, stamps[path], s3) for path in paths})
@@ -3519,7 +3529,10 @@ def local_identity(spark, path, s3):
     stamp = file_stamp(spark, path, s3)
     if stamp is None:
         raise changed_input(path)  # listed for the read, gone now
-    size, tag = local_or_hadoop_identity(spark, path)
+    try:
+        size, tag = local_or_hadoop_identity(spark, path)
+    except FileNotFoundError:
+        raise changed_input(path) from None  # gone since its stamp
     if file_stamp(spark, path, s3) != stamp:
         raise changed_input(path)  # hashed while it changed: which content is unknown
     return stamp, size, tag
@@ -7247,7 +7260,7 @@ def render_status_html(status, history):
     return _page(f'Status: {status.get("table")}', "".join(body))
 
 
-def finish(report, p, ledger=None, history=None, checks=None):
+def finish(report, p, ledger=None, history=None, checks=None, spark=None):
     """Log the report, then tell the outside world. The data is safe by now: a side channel that
     fails (no permission, endpoint down, timeout) is a warning, never a change of outcome."""
     report.finished_at = datetime.now(timezone.utc).isoformat()
@@ -7261,7 +7274,7 @@ def finish(report, p, ledger=None, history=None, checks=None):
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
     if p is None or p.dry_run:  # a dry run writes nothing, not even its error
         return
-    spark = ledger.spark if ledger is not None else active_session()  # the run's own session
+    spark = spark or active_session()  # the run's own session, if it made one (the JVM's is per thread)
     with timed(report, "ledger"):  # part of the protocol for a publish: before the exit, always
         written = []
         side_effect("run ledger", lambda: written.append(record_run(spark, report, p, ledger)))
@@ -7658,7 +7671,7 @@ def dry_run(spark, p, checks):
         raise explain_read_failure(spark, p, source, sample, e) from None
     if p.mode == "merge":
         check_merge_columns(spark, p, df)
-    lines = [f"dry run: nothing was written. A run would:",
+    lines = ["dry run: nothing was written. A run would:",
              f"  read {len(files)} {p.source_format} file(s) from {p.source_path} "
              f"(--source_files {p.source_files}); checked against {sample[0]}",
              "  columns after transform: " + ", ".join(f"{f.name} {f.dataType.simpleString()}"
@@ -7829,7 +7842,7 @@ def run_job(argv, scrubber):
         except Exception:
             pass
     report.exit_code = code
-    finish(report, p, ledger, history, checks)
+    finish(report, p, ledger, history, checks, spark)
     if outer_group is not False:  # the caller's job group, as it was before the run
         spark.sparkContext.setLocalProperty(JOB_GROUP, outer_group)
     if glue_job is not None and code == EXIT_OK:
@@ -7917,7 +7930,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         except BranchGone as e:
             return settle_branch_gone(spark, t, report, batch, ledger, e.mark)
     except UnauditedOnMain as e:
-        side_effect("run ledger", lambda: ledger.complete([e.mark]))  # the error names it either way
+        side_effect("run ledger", lambda mark=e.mark: ledger.complete([mark]))  # the error names it either way
         raise
     finally:
         if bad is not None:

@@ -1,9 +1,11 @@
 """Exactly-once: private run branches, a compare-and-swap publish and the run ledger hold whatever
 retries, races, rollbacks and snapshot expiry happen. Races run as real processes, lined up at a
 step of the protocol with WAP_PAUSE_AT, so the race always happens."""
+import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import time
 
 import pytest
@@ -201,8 +203,33 @@ def test_of_several_vanished_local_files_the_first_in_path_order_is_named(tmp_pa
     for name in ("a.csv", "c.csv"):
         (tmp_path / name).write_text("id\n1\n")
     paths = [f"file://{tmp_path / n}" for n in ("a.csv", "b.csv", "c.csv", "d.csv")]
-    with pytest.raises(wap_etl.WapError, match=f"{paths[1]} changed while this run read it"):
+    with pytest.raises(wap_etl.WapError, match=re.escape(f"{paths[1]} changed while this run read it")):
         wap_etl.identify_input(None, paths)
+
+
+def test_without_a_thread_to_be_had_local_files_are_hashed_in_turn(tmp_path, monkeypatch):
+    paths = []
+    for i in range(3):
+        (tmp_path / f"{i}.csv").write_text(f"id\n{i}\n")
+        paths.append(f"file://{tmp_path / f'{i}.csv'}")
+    side_by_side = wap_etl.identify_input(None, paths)
+
+    def no_thread(*args, **kwargs):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", no_thread)
+    assert wap_etl.identify_input(None, paths) == side_by_side
+
+
+def test_a_local_file_removed_between_its_stamp_and_its_read_is_a_changed_input(tmp_path, monkeypatch):
+    (tmp_path / "a.csv").write_text("id\n1\n")
+    path, real = f"file://{tmp_path / 'a.csv'}", wap_etl.file_digest
+
+    def removed_first(p, *args, **kwargs):
+        os.remove(tmp_path / "a.csv")
+        return real(p, *args, **kwargs)
+    monkeypatch.setattr(wap_etl, "file_digest", removed_first)
+    with pytest.raises(wap_etl.WapError, match=re.escape(f"{path} changed while this run read it")):
+        wap_etl.identify_input(None, [path])
 
 
 def test_same_batch_id_with_bad_input_meanwhile_never_reaches_main(wap, tmp_path):

@@ -152,7 +152,8 @@ def test_a_run_on_a_thread_of_the_callers_records_its_row_and_clears_the_branch_
     assert wap.wap_branch_conf() is None
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # it dies on purpose
+@pytest.mark.filterwarnings(  # the thread that dies on purpose, and only it
+    "ignore:(?s).*unable to create new native thread:pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_background_read_whose_thread_died_before_reading_is_read_again_not_waited_for(wap, monkeypatch):
     """A thread that dies before its read (no JVM thread to be had) leaves no rows and no error:
     the run reads the ledger itself, so a batch id already published is still refused. The run
