@@ -381,7 +381,8 @@ def sweep(rows_list, repeats, work, counts=(0, 4, 8, 16), extra=True):
 def fill_ledger(spark, ledger_table, template, runs):
     """`runs` earlier published runs in the ledger, in one Spark write in the ledger's own schema:
     a real run's row, each copy with a run, batch, fingerprint and snapshot of its own, finished
-    before it, and no input files (so none matches a batch the benchmark loads)."""
+    before it, and one input file of its own (an S3 path and its identity, as a daily run of one
+    file records them; none matches a batch the benchmark loads)."""
     from pyspark.sql import functions as F
     row = spark.createDataFrame([wap_etl.ledger_row(template)], wap_etl.LEDGER_COLUMNS)
     n = F.col("_n")
@@ -393,8 +394,10 @@ def fill_ledger(spark, ledger_table, template, runs):
               .withColumn("input_fingerprint", F.sha2(synthetic_id, 256))
               .withColumn("main_snapshot_before", -2 - n).withColumn("main_snapshot_after", -1 - n)
               .withColumn("staged_snapshot", -1 - n)
-              .withColumn("input_files", F.array().cast("array<string>"))
-              .withColumn("input_file_ids", F.array().cast("array<string>"))
+              .withColumn("input_files", F.array(F.concat(F.lit("s3://bench-input/day="), synthetic_id,
+                                                          F.lit("/part-00000.csv"))))
+              .withColumn("input_file_ids", F.array(F.substring(F.sha2(F.concat(F.lit("file "), synthetic_id),
+                                                                       256), 1, 16)))
               .withColumn("started_at", earlier).withColumn("finished_at", earlier))
     copies.select(*row.columns).writeTo(ledger_table).append()
 
