@@ -3149,7 +3149,7 @@ def create_session(p):
     # rows: file bounds leave NaN out, so a double column holding NaN would report its largest number
     spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", "false")
     pin_statics(spark.sparkContext._jvm)
-    if (spark.conf.get(f"{prefix}.cache-enabled", "true") or "true").lower() != "false":
+    if catalog_caches(spark, p.catalog):
         log.warning("catalog %s caches tables, but the guard and exactly-once need fresh metadata: "
                     "set %s.cache-enabled=false (on Glue: in --conf)", p.catalog, prefix)
     return spark, glue_job
@@ -4083,11 +4083,12 @@ class Ledger:
     def read_columns(self):
         return {f.name.lower() for f in self.spark.table(self.ref.sql).schema.fields}
 
-    def runs(self, columns=None):
-        """This table's rows: a ledger may be shared by several tables (--runs_table). Rows from
-        before table uuids were recorded are this table's if they carry its name."""
+    def runs(self, columns=None, df=None):
+        """This table's rows (of `df`, the ledger as loaded, if given): a ledger may be shared by
+        several tables (--runs_table). Rows from before table uuids were recorded are this
+        table's if they carry its name."""
         from pyspark.sql import functions as F
-        df = self.spark.table(self.ref.sql)
+        df = self.spark.table(self.ref.sql) if df is None else df
         by_name = F.col("table_name") == self.table
         if self.table_uuid is None or "table_uuid" not in (columns or self.columns()):
             return df.filter(by_name)
@@ -4113,9 +4114,10 @@ class Ledger:
         """The read itself; it caches nothing, since a prefetch may run it on another thread."""
         if not self.exists():
             return []
-        columns = self.read_columns()
+        ledger = self.spark.table(self.ref.sql)  # one load, for its columns and its rows
+        columns = {f.name.lower() for f in ledger.schema.fields}
         ids = "input_file_ids" in columns
-        rows = (self.runs(columns).filter(F_in("status", CONSUMED))
+        rows = (self.runs(columns, ledger).filter(F_in("status", CONSUMED))
                 .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
                         "input_files", "input_fingerprint", "finished_at", "rows_written", "metrics",
                         *(["input_file_ids"] if ids else [])).collect())
@@ -4355,10 +4357,13 @@ class TablePlan:
     enable_wap: bool = False
 
 
-def plan_table(spark, p, t, df):
-    """Check the batch against the table (or the table it will create) and line it up."""
+def plan_table(spark, p, t, df, table=None):
+    """Check the batch against the table (or the table it will create) and line it up. `table`:
+    the table as the read step loaded it, or None if it did not exist then."""
     from pyspark.sql import types as T
-    if not table_exists(spark, t):
+    if table is None and table_exists(spark, t):  # created meanwhile (a concurrent first run)
+        table = iceberg_table(spark, t)
+    if table is None:
         lower = {x.lower() for x in df.columns}
         for c in p.partition_by:
             if c.lower() not in lower:
@@ -4366,11 +4371,10 @@ def plan_table(spark, p, t, df):
         if p.mode == "overwrite_partitions" and not p.partition_by:
             raise bad_input(UNPARTITIONED_OVERWRITE)
         return TablePlan(df=df, create=True)
-    table = iceberg_table(spark, t)
     if p.mode == "overwrite_partitions" and table.spec().isUnpartitioned():
         raise bad_input(UNPARTITIONED_OVERWRITE)
-    table_schema = spark.table(t.sql).schema
-    known = {f.name.lower() for f in table_schema.fields}
+    schema = table_schema(spark, table)
+    known = {f.name.lower() for f in schema.fields}
     extra = [f for f in df.schema.fields if f.name.lower() not in known]
     add = extra if p.schema_evolution == "add_columns" else []
     # merge may carry source-only columns (a CDC op code) that only --delete_condition reads
@@ -4380,7 +4384,7 @@ def plan_table(spark, p, t, df):
     if extra and not add:
         raise bad_input(f"schema: the batch has columns the table lacks: "
                         f"{', '.join(f.name for f in extra)} (--schema_evolution add_columns adds them)")
-    target = T.StructType(table_schema.fields + [T.StructField(f.name, f.dataType, True) for f in add])
+    target = T.StructType(schema.fields + [T.StructField(f.name, f.dataType, True) for f in add])
     wap = table.properties().get("write.wap.enabled")  # without it Iceberg writes to main
     return TablePlan(df=align_to_schema(df, target, keep), add_columns=add,
                      enable_wap=str(wap or "").lower() != "true")
@@ -4424,11 +4428,28 @@ def jvm_type(spark, dtype):
 
 
 def iceberg_table(spark, t):
-    """The org.apache.iceberg.Table behind a Spark table, for what SQL does not offer."""
+    """The org.apache.iceberg.Table behind a Spark table, for what SQL does not offer: fresh from
+    the catalog. A catalog without a cache (the job's own) loads it afresh anyway; a caching one
+    may hand back a table another run has since changed, so that one is refreshed (on Glue each
+    is a GetTable call, a dozen a run)."""
     table = java(spark.sparkContext._jvm, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
         spark._jsparkSession, f"{t.catalog}.{t.ident}")
-    table.refresh()  # a caching catalog may hand back a table another run has since changed
+    if catalog_caches(spark, t.catalog):
+        table.refresh()
     return table
+
+
+def catalog_caches(spark, catalog):
+    """True unless the catalog's table cache is off (Iceberg's SparkCatalog caches by default)."""
+    return (spark.conf.get(f"spark.sql.catalog.{catalog}.cache-enabled", "true") or "true").lower() != "false"
+
+
+def table_schema(spark, table):
+    """The Spark schema of an Iceberg table in hand, as spark.table() gives it (Iceberg's
+    SparkTable.schema is this conversion), without loading the table again."""
+    from pyspark.sql.types import _parse_datatype_json_string
+    converted = java(spark.sparkContext._jvm, "org.apache.iceberg.spark.SparkSchemaUtil").convert(table.schema())
+    return _parse_datatype_json_string(converted.json())
 
 
 def align_to_schema(df, schema, keep=()):
@@ -7854,8 +7875,11 @@ def run_batch(spark, p, checks, report, ledger, history):
     """Read the batch; a read that fails on malformed data, whenever it surfaces, is bad input."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
     with timed(report, "read"):
-        if table_exists(spark, t):
-            report.table_uuid = str(iceberg_table(spark, t).uuid().toString())
+        # loaded once for what the read and the plan need (its uuid, schema, spec, properties);
+        # the exactly-once decisions load it afresh
+        table = iceberg_table(spark, t) if table_exists(spark, t) else None
+        if table is not None:
+            report.table_uuid = str(table.uuid().toString())
             ledger.identify(report.table_uuid)
             ledger.prefetch()  # overlaps the reader and validation below
         paths = select_source_files(spark, p, t, ledger, history)
@@ -7863,16 +7887,16 @@ def run_batch(spark, p, checks, report, ledger, history):
             log.info("--source_files new: no file under %s is new; nothing to publish", p.source_path)
             report.status = Status.NOTHING_TO_PUBLISH
             return EXIT_OK
-        source = read_source(spark, p, spark.table(t.sql).schema if table_exists(spark, t) else None,
-                             paths)
+        source = read_source(spark, p, table_schema(spark, table) if table is not None else None, paths)
     try:
-        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths)
+        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths, table)
     except Exception as e:
         raise explain_read_failure(spark, p, source, paths, e) from None
 
 
-def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
-    """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
+def publish_batch(spark, p, t, checks, report, ledger, history, source, paths, loaded=None):
+    """Validate the batch, then write, audit and publish it exactly once. Returns the exit code.
+    `loaded`: the table as the read step loaded it (None if it did not exist)."""
     with timed(report, "validate"):
         check_source(spark, p, source, paths)
         files = identify_input(spark, paths if p.source_files == "new" else input_files(source), source)
@@ -7883,7 +7907,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             names = {c.name for c in leaf_checks(checks) + checks}
             checks.append(Check(name="unique_merge_keys" if "unique_merge_keys" not in names
                                 else unused_name("unique_merge_keys", names), check="unique", columns=p.merge_keys))
-        plan = plan_table(spark, p, t, df)
+        plan = plan_table(spark, p, t, df, loaded)
         good, bad = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
             check_merge_batch(spark, p, good)

@@ -272,3 +272,32 @@ def test_a_csv_header_is_read_from_a_file_whose_name_has_percent_signs_and_space
     path = tmp_path / "day%41 one.csv"
     path.write_text("id,amount\n1,2\n")
     assert wap_etl.csv_header_in_driver(spark, {"header": "true"}, str(tmp_path / "day*")) == ["id", "amount"]
+
+
+def test_the_schema_of_a_table_in_hand_is_the_schema_spark_reads(spark, ns):
+    # the read step loads the table once and takes its schema from it, not from another load
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{ns}")
+    spark.sql(f"CREATE TABLE local.{ns}.wide (id bigint NOT NULL COMMENT 'the key', amount decimal(12,3), "
+              "at timestamp, local_at timestamp_ntz, day date, ok boolean, ratio double, name string, "
+              "tags array<string>, attrs map<string, int>, `odd name` struct<a: int, `b.c`: array<struct<d: string>>>) "
+              "USING iceberg")
+    t = wap_etl.TableRef("local", ns, "wide")
+    assert wap_etl.table_schema(spark, wap_etl.iceberg_table(spark, t)) == spark.table(t.sql).schema
+
+
+def test_a_table_from_a_caching_catalog_is_refreshed_to_another_writers_commit(spark, ns, warehouse):
+    # the job's own catalog loads afresh each time; one that caches (a user's) must still be refreshed
+    cached = f"cached_{ns}"[:40].lower()
+    spark.conf.set(f"spark.sql.catalog.{cached}", "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set(f"spark.sql.catalog.{cached}.type", "hadoop")
+    spark.conf.set(f"spark.sql.catalog.{cached}.warehouse", warehouse)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{ns}")
+    spark.sql(f"CREATE TABLE local.{ns}.t (id bigint) USING iceberg")
+    spark.sql(f"INSERT INTO local.{ns}.t VALUES (1)")
+    assert wap_etl.catalog_caches(spark, cached) and not wap_etl.catalog_caches(spark, "local")
+    through_cache = wap_etl.TableRef(cached, ns, "t")
+    first = wap_etl.iceberg_table(spark, through_cache).currentSnapshot().snapshotId()
+    spark.sql(f"INSERT INTO local.{ns}.t VALUES (2)")  # another catalog instance: the cache does not see it
+    newest = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", ns, "t")).currentSnapshot().snapshotId()
+    assert newest != first
+    assert wap_etl.iceberg_table(spark, through_cache).currentSnapshot().snapshotId() == newest
