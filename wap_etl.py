@@ -4357,12 +4357,11 @@ class TablePlan:
     enable_wap: bool = False
 
 
-def plan_table(spark, p, t, df, table=None):
-    """Check the batch against the table (or the table it will create) and line it up. `table`:
-    the table as the read step loaded it, or None if it did not exist then."""
+def plan_table(spark, p, t, df):
+    """Check the batch against the table (or the table it will create) and line it up, as the
+    table is now: after the batch's read and identification, which may take a while."""
     from pyspark.sql import types as T
-    if table is None and table_exists(spark, t):  # created meanwhile (a concurrent first run)
-        table = iceberg_table(spark, t)
+    table = iceberg_table(spark, t) if table_exists(spark, t) else None
     if table is None:
         lower = {x.lower() for x in df.columns}
         for c in p.partition_by:
@@ -4440,8 +4439,15 @@ def iceberg_table(spark, t):
 
 
 def catalog_caches(spark, catalog):
-    """True unless the catalog's table cache is off (Iceberg's SparkCatalog caches by default)."""
-    return (spark.conf.get(f"spark.sql.catalog.{catalog}.cache-enabled", "true") or "true").lower() != "false"
+    """True if the catalog hands out cached tables, as Iceberg's SparkCatalog does unless its
+    cache is off. Asked of the catalog itself (a call in the JVM, no catalog round trip): it reads
+    its settings once, when first used, so a setting changed later does not count."""
+    try:
+        iceberg = java(spark.sparkContext._jvm, "org.apache.iceberg.spark.Spark3Util").loadIcebergCatalog(
+            spark._jsparkSession, catalog)
+    except Exception:  # no Iceberg catalog behind it that can be asked: assume it caches
+        return True
+    return iceberg.getClass().getName() == "org.apache.iceberg.CachingCatalog"
 
 
 def table_schema(spark, table):
@@ -7875,9 +7881,7 @@ def run_batch(spark, p, checks, report, ledger, history):
     """Read the batch; a read that fails on malformed data, whenever it surfaces, is bad input."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
     with timed(report, "read"):
-        # loaded once for what the read and the plan need (its uuid, schema, spec, properties);
-        # the exactly-once decisions load it afresh
-        table = iceberg_table(spark, t) if table_exists(spark, t) else None
+        table = iceberg_table(spark, t) if table_exists(spark, t) else None  # its uuid and schema
         if table is not None:
             report.table_uuid = str(table.uuid().toString())
             ledger.identify(report.table_uuid)
@@ -7889,14 +7893,13 @@ def run_batch(spark, p, checks, report, ledger, history):
             return EXIT_OK
         source = read_source(spark, p, table_schema(spark, table) if table is not None else None, paths)
     try:
-        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths, table)
+        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths)
     except Exception as e:
         raise explain_read_failure(spark, p, source, paths, e) from None
 
 
-def publish_batch(spark, p, t, checks, report, ledger, history, source, paths, loaded=None):
-    """Validate the batch, then write, audit and publish it exactly once. Returns the exit code.
-    `loaded`: the table as the read step loaded it (None if it did not exist)."""
+def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
+    """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
     with timed(report, "validate"):
         check_source(spark, p, source, paths)
         files = identify_input(spark, paths if p.source_files == "new" else input_files(source), source)
@@ -7907,7 +7910,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths, l
             names = {c.name for c in leaf_checks(checks) + checks}
             checks.append(Check(name="unique_merge_keys" if "unique_merge_keys" not in names
                                 else unused_name("unique_merge_keys", names), check="unique", columns=p.merge_keys))
-        plan = plan_table(spark, p, t, df, loaded)
+        plan = plan_table(spark, p, t, df)
         good, bad = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
             check_merge_batch(spark, p, good)

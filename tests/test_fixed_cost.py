@@ -285,8 +285,9 @@ def test_the_schema_of_a_table_in_hand_is_the_schema_spark_reads(spark, ns):
     assert wap_etl.table_schema(spark, wap_etl.iceberg_table(spark, t)) == spark.table(t.sql).schema
 
 
-def test_a_table_from_a_caching_catalog_is_refreshed_to_another_writers_commit(spark, ns, warehouse):
-    # the job's own catalog loads afresh each time; one that caches (a user's) must still be refreshed
+def caching_catalog_sees_another_writers_commit(spark, ns, warehouse, after_first_load=lambda name: None):
+    """Load a table through a catalog that caches, commit to it through the job's own catalog
+    (another catalog instance: the cache does not see it), and load it again through the cache."""
     cached = f"cached_{ns}"[:40].lower()
     spark.conf.set(f"spark.sql.catalog.{cached}", "org.apache.iceberg.spark.SparkCatalog")
     spark.conf.set(f"spark.sql.catalog.{cached}.type", "hadoop")
@@ -294,10 +295,23 @@ def test_a_table_from_a_caching_catalog_is_refreshed_to_another_writers_commit(s
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{ns}")
     spark.sql(f"CREATE TABLE local.{ns}.t (id bigint) USING iceberg")
     spark.sql(f"INSERT INTO local.{ns}.t VALUES (1)")
-    assert wap_etl.catalog_caches(spark, cached) and not wap_etl.catalog_caches(spark, "local")
     through_cache = wap_etl.TableRef(cached, ns, "t")
     first = wap_etl.iceberg_table(spark, through_cache).currentSnapshot().snapshotId()
-    spark.sql(f"INSERT INTO local.{ns}.t VALUES (2)")  # another catalog instance: the cache does not see it
+    after_first_load(cached)
+    spark.sql(f"INSERT INTO local.{ns}.t VALUES (2)")
     newest = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", ns, "t")).currentSnapshot().snapshotId()
     assert newest != first
-    assert wap_etl.iceberg_table(spark, through_cache).currentSnapshot().snapshotId() == newest
+    return wap_etl.iceberg_table(spark, through_cache).currentSnapshot().snapshotId() == newest
+
+
+def test_a_table_from_a_caching_catalog_is_refreshed_to_another_writers_commit(spark, ns, warehouse):
+    # the job's own catalog loads afresh each time; one that caches (a user's) must still be refreshed
+    assert caching_catalog_sees_another_writers_commit(spark, ns, warehouse)
+    assert wap_etl.catalog_caches(spark, f"cached_{ns}"[:40].lower())
+    assert not wap_etl.catalog_caches(spark, "local")
+
+
+def test_a_catalog_that_cached_before_its_setting_was_turned_off_is_still_refreshed(spark, ns, warehouse):
+    # a catalog reads its settings when first used: turning its cache off later changes nothing
+    turn_off = lambda name: spark.conf.set(f"spark.sql.catalog.{name}.cache-enabled", "false")  # noqa: E731
+    assert caching_catalog_sees_another_writers_commit(spark, ns, warehouse, after_first_load=turn_off)
