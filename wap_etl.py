@@ -8128,8 +8128,10 @@ def stage(spark, p, t, checks, report, batch, df):
     """Write the batch to a branch of this run's own, made at main as it is now; the guard proves
     the write landed there. Returns the staged snapshot_info and the metrics observed on the write."""
     with timed(report, "write"):
-        drop_branch(spark, t, batch.branch)  # a restage replaces this run's own earlier attempt
         table = iceberg_table(spark, t)
+        if ref_id(table, batch.branch) is not None:  # a restage replaces this run's own earlier attempt
+            drop_branch(spark, t, batch.branch)
+            table = iceberg_table(spark, t)
         main = ref_id(table, "main")
         retain = None
         if main is not None:  # on an empty table the write itself creates the branch
