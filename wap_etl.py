@@ -4111,11 +4111,12 @@ class Ledger:
         return self._consumed
 
     def read_consumed(self):
-        """The read itself; it caches nothing, since a prefetch may run it on another thread."""
+        """The read itself; its caller keeps the rows, since a prefetch may run it on another
+        thread. The columns it saw are kept for the closing append (one load fewer)."""
         if not self.exists():
             return []
         ledger = self.spark.table(self.ref.sql)  # one load, for its columns and its rows
-        columns = {f.name.lower() for f in ledger.schema.fields}
+        self._columns = columns = {f.name.lower() for f in ledger.schema.fields}
         ids = "input_file_ids" in columns
         rows = (self.runs(columns, ledger).filter(F_in("status", CONSUMED))
                 .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
