@@ -4102,21 +4102,25 @@ class Ledger:
         """This table's rows of runs that consumed their input (published, every row quarantined,
         or written unaudited), read once per run in one Spark job: they answer exactly-once and
         the history checks (`recent` publishes) alike."""
-        if self._consumed is None and self._prefetch is not None:
-            pending, self._prefetch = self._prefetch, None
-            pending.join()
-            self._consumed = pending.rows  # a failed read raises here, as if it had run here
         if self._consumed is None:
-            self._consumed = self.read_consumed()
+            read = None
+            if self._prefetch is not None:
+                pending, self._prefetch = self._prefetch, None
+                pending.join()
+                read = pending.rows  # a failed read raises here, as if it had run here
+            if read is None:
+                read = self.read_consumed()
+            self._consumed, columns = read
+            self._columns = columns or self._columns  # the closing append's check: one load fewer
         return self._consumed
 
     def read_consumed(self):
-        """The read itself; its caller keeps the rows, since a prefetch may run it on another
-        thread. The columns it saw are kept for the closing append (one load fewer)."""
+        """The read itself, as (rows, the ledger's columns or None): it caches nothing, since a
+        prefetch may run it on another thread."""
         if not self.exists():
-            return []
+            return [], None
         ledger = self.spark.table(self.ref.sql)  # one load, for its columns and its rows
-        self._columns = columns = {f.name.lower() for f in ledger.schema.fields}
+        columns = {f.name.lower() for f in ledger.schema.fields}
         ids = "input_file_ids" in columns
         rows = (self.runs(columns, ledger).filter(F_in("status", CONSUMED))
                 .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
@@ -4124,7 +4128,7 @@ class Ledger:
                         *(["input_file_ids"] if ids else [])).collect())
         # as dicts: a Row finds a field by name by searching its field list, which over a long
         # ledger's rows, each read a dozen times, cost more than the read itself
-        return [r.asDict() for r in rows]
+        return [r.asDict() for r in rows], columns
 
     def prefetch(self):
         """Start the consumed rows' read in the background, while the batch is read and validated
@@ -4215,16 +4219,18 @@ class Ledger:
             return
         if not self.exists():
             create_table(self.spark, self.ref, LEDGER_COLUMNS, retries=20)
-        else:
-            missing = {k: v for k, v in LEDGER_ADDED_COLUMNS.items() if k not in self.columns()}
-            if missing:
+        elif any(k not in self.columns() for k in LEDGER_ADDED_COLUMNS):
+            # the columns as they are now (they may have been read at the run's start), each added
+            # on its own: a run of another version may have added some of them meanwhile
+            present = self.read_columns()
+            for k in [k for k in LEDGER_ADDED_COLUMNS if k not in present]:
                 try:
-                    change_branch(self.spark, f"ALTER TABLE {self.ref.sql} ADD COLUMNS ("
-                                  + ", ".join(f"{quote(k)} {v}" for k, v in missing.items()) + ")")
-                except Exception as e:  # another run added them first
+                    change_branch(self.spark, f"ALTER TABLE {self.ref.sql} ADD COLUMNS ({quote(k)} "
+                                  f"{LEDGER_ADDED_COLUMNS[k]})")
+                except Exception as e:  # another run added it first
                     if "already exists" not in str(e).lower():
                         raise
-                self._columns = None
+            self._columns = None
         self.frame(rows).writeTo(self.ref.sql).append()
         self.forget()
 

@@ -109,3 +109,26 @@ def test_a_ledger_row_with_a_time_without_its_zone_is_refused(wap, spark):
     ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "naive_runs"), "local.x.t")
     with pytest.raises(TypeError, match="datetime"):
         ledger.record([{"table_name": "local.x.t", "run_id": "r", "started_at": datetime(2026, 1, 1)}])
+
+
+def test_a_run_records_its_row_when_a_run_of_an_older_version_adds_some_ledger_columns_meanwhile(
+        wap, spark, monkeypatch):
+    # the ledger's columns are read at the run's start; by its end another run (of a version that
+    # knew only the first two added columns) has added those: the rest are still added, the row kept
+    assert wap.run([{"id": 1}], batch_id="b0", checks=[])[0] == 0
+    runs = f"local.{wap.ns}.orders_wap_runs"
+    added = list(wap_etl.LEDGER_ADDED_COLUMNS)
+    spark.sql(f"ALTER TABLE {runs} DROP COLUMNS ({', '.join(added)})")  # a ledger from before them
+    real = wap_etl.fault_point
+
+    def older_run_adds_two(step):
+        if step == "audit":
+            spark.sql(f"ALTER TABLE {runs} ADD COLUMNS (table_uuid string, input_file_ids array<string>)")
+        real(step)
+    monkeypatch.setattr(wap_etl, "fault_point", older_run_adds_two)
+    code, report = wap.run([{"id": 2}], batch_id="b1", checks=[{"check": "not_null", "column": "id"}])
+    assert code == 0 and report.status == "published", report.error
+    assert added == [c for c in spark.table(runs).columns if c in added]
+    row = spark.table(runs).filter(f"run_id = '{report.run_id}'").first()
+    assert row is not None, "the run's ledger row was lost"
+    assert row["table_uuid"] == report.table_uuid and row["score"] == 1.0
