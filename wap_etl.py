@@ -8139,6 +8139,7 @@ def stage(spark, p, t, checks, report, batch, df):
         if ref_id(table, batch.branch) is not None:  # a restage replaces this run's own earlier attempt
             drop_branch(spark, t, batch.branch)
             table = iceberg_table(spark, t)
+        refuse_changed_table(t, table, p)
         main = ref_id(table, "main")
         retain = None
         if main is not None:  # on an empty table the write itself creates the branch
@@ -8157,6 +8158,20 @@ def stage(spark, p, t, checks, report, batch, df):
         if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
             set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
     return staged, observed_metrics(staged["summary"], observation)
+
+
+def refuse_changed_table(t, table, p):
+    """What the plan made sure of at validation, as the table is just before the write: someone
+    may have changed it since. Without write.wap.enabled Iceberg writes to main (the guard could
+    then only try to take the rows off again), and an unpartitioned table would be replaced whole
+    by an overwrite of the batch's partitions."""
+    if str(table.properties().get("write.wap.enabled") or "").lower() != "true":
+        raise WapError(f"write: write.wap.enabled was turned off on {t.sql} during this run; "
+                       "without it the rows would go straight to main. Nothing written: set it to "
+                       "true and rerun")
+    if p.mode == "overwrite_partitions" and table.spec().isUnpartitioned():
+        raise WapError(f"write: {t.sql} was made unpartitioned during this run; --mode "
+                       "overwrite_partitions would replace the whole table. Nothing written")
 
 
 def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger):

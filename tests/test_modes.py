@@ -171,3 +171,33 @@ def test_crash_after_write_resumes_without_rewriting_in_every_mode(wap, monkeypa
     code, report = wap.run(path, **params)
     assert code == 0 and report.status == "published" and report.staged_snapshot == staged
     assert {r["id"]: r["amount"] for r in wap.rows()}[2] == 20.0
+
+
+def changed_after_prepare(monkeypatch, wap, sql):
+    """Another actor changes the table after this run planned and prepared it, before its write."""
+    real = wap_etl.prepare_table
+
+    def then_changed(*args):
+        real(*args)
+        wap.spark.sql(sql.format(table=wap.sql))
+    monkeypatch.setattr(wap_etl, "prepare_table", then_changed)
+
+
+def test_wap_turned_off_during_a_run_writes_nothing_to_main(wap, monkeypatch):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    main = wap.refs()["main"]
+    snapshots = wap.spark.sql(f"SELECT count(*) FROM {wap.sql}.snapshots").first()[0]
+    changed_after_prepare(monkeypatch, wap, "ALTER TABLE {table} SET TBLPROPERTIES ('write.wap.enabled'='false')")
+    code, report = wap.run([{"id": 9, "day": "d3", "amount": 9.0}], checks=POSITIVE)
+    assert code == wap_etl.EXIT_ERROR and "write.wap.enabled was turned off" in report.error
+    assert wap.refs() == {"main": main} and wap.ids() == [1, 2, 3]
+    assert wap.spark.sql(f"SELECT count(*) FROM {wap.sql}.snapshots").first()[0] == snapshots, "no write at all"
+
+
+def test_a_table_made_unpartitioned_during_an_overwrite_partitions_run_loses_no_partition(wap, monkeypatch):
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+    changed_after_prepare(monkeypatch, wap, "ALTER TABLE {table} DROP PARTITION FIELD day")
+    code, report = wap.run([{"id": 10, "day": "d1", "amount": 10.0}], checks=POSITIVE,
+                           mode="overwrite_partitions")
+    assert code == wap_etl.EXIT_ERROR and "made unpartitioned" in report.error
+    assert wap.ids() == [1, 2, 3], "partition d2 must survive"
