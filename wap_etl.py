@@ -8166,12 +8166,13 @@ def refuse_changed_table(t, table, p):
     then only try to take the rows off again), and an unpartitioned table would be replaced whole
     by an overwrite of the batch's partitions."""
     if str(table.properties().get("write.wap.enabled") or "").lower() != "true":
-        raise WapError(f"write: write.wap.enabled was turned off on {t.sql} during this run; "
-                       "without it the rows would go straight to main. Nothing written: set it to "
-                       "true and rerun")
+        raise WapError(f"write: write.wap.enabled is not true on {t.sql} (turned off, or the table "
+                       "made elsewhere, during this run); without it the rows would go straight to "
+                       "main. Nothing written to the table or a branch; a rerun sets it again")
     if p.mode == "overwrite_partitions" and table.spec().isUnpartitioned():
         raise WapError(f"write: {t.sql} was made unpartitioned during this run; --mode "
-                       "overwrite_partitions would replace the whole table. Nothing written")
+                       "overwrite_partitions would no longer replace only the batch's partitions. "
+                       "Nothing written to the table or a branch")
 
 
 def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger):
