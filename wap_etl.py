@@ -4368,7 +4368,7 @@ def plan_table(spark, p, t, df):
     """Check the batch against the table (or the table it will create) and line it up, as the
     table is now: after the batch's read and identification, which may take a while."""
     from pyspark.sql import types as T
-    table = iceberg_table(spark, t) if table_exists(spark, t) else None
+    table = table_if_exists(spark, t)
     if table is None:
         lower = {x.lower() for x in df.columns}
         for c in p.partition_by:
@@ -4377,7 +4377,7 @@ def plan_table(spark, p, t, df):
         if p.mode == "overwrite_partitions" and not p.partition_by:
             raise bad_input(UNPARTITIONED_OVERWRITE)
         return TablePlan(df=df, create=True)
-    if p.mode == "overwrite_partitions" and table.spec().isUnpartitioned():
+    if overwrites_unpartitioned(p, table):
         raise bad_input(UNPARTITIONED_OVERWRITE)
     schema = table_schema(spark, table)
     known = {f.name.lower() for f in schema.fields}
@@ -4391,9 +4391,20 @@ def plan_table(spark, p, t, df):
         raise bad_input(f"schema: the batch has columns the table lacks: "
                         f"{', '.join(f.name for f in extra)} (--schema_evolution add_columns adds them)")
     target = T.StructType(schema.fields + [T.StructField(f.name, f.dataType, True) for f in add])
-    wap = table.properties().get("write.wap.enabled")  # without it Iceberg writes to main
     return TablePlan(df=align_to_schema(df, target, keep), add_columns=add,
-                     enable_wap=str(wap or "").lower() != "true")
+                     enable_wap=not wap_enabled(table))
+
+
+def wap_enabled(table):
+    """write.wap.enabled as Iceberg reads it (Boolean.parseBoolean): without it Iceberg ignores
+    spark.wap.branch and writes to main."""
+    return str(table.properties().get("write.wap.enabled") or "").lower() == "true"
+
+
+def overwrites_unpartitioned(p, table):
+    """--mode overwrite_partitions on a table with no partition field would replace more than
+    the batch's partitions."""
+    return p.mode == "overwrite_partitions" and table.spec().isUnpartitioned()
 
 
 def mentions(condition, column):
@@ -4431,6 +4442,11 @@ def jvm_type(spark, dtype):
     """Spark's JVM DataType of a Python one: its DDL (sql(), toDDL()) quotes field names at every
     depth, where simpleString() writes them raw into the type string."""
     return java(spark.sparkContext._jvm, "org.apache.spark.sql.types.DataType").fromJson(dtype.json())
+
+
+def table_if_exists(spark, t):
+    """The table freshly loaded (iceberg_table), or None if it does not exist."""
+    return iceberg_table(spark, t) if table_exists(spark, t) else None
 
 
 def iceberg_table(spark, t):
@@ -7888,7 +7904,7 @@ def run_batch(spark, p, checks, report, ledger, history):
     """Read the batch; a read that fails on malformed data, whenever it surfaces, is bad input."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
     with timed(report, "read"):
-        table = iceberg_table(spark, t) if table_exists(spark, t) else None  # its uuid and schema
+        table = table_if_exists(spark, t)  # its uuid and schema
         if table is not None:
             report.table_uuid = str(table.uuid().toString())
             ledger.identify(report.table_uuid)
@@ -8165,11 +8181,11 @@ def refuse_changed_table(t, table, p):
     may have changed it since. Without write.wap.enabled Iceberg writes to main (the guard could
     then only try to take the rows off again), and an unpartitioned table would be replaced whole
     by an overwrite of the batch's partitions."""
-    if str(table.properties().get("write.wap.enabled") or "").lower() != "true":
+    if not wap_enabled(table):
         raise WapError(f"write: write.wap.enabled is not true on {t.sql} (turned off, or the table "
                        "made elsewhere, during this run); without it the rows would go straight to "
                        "main. Nothing written to the table or a branch; a rerun sets it again")
-    if p.mode == "overwrite_partitions" and table.spec().isUnpartitioned():
+    if overwrites_unpartitioned(p, table):
         raise WapError(f"write: {t.sql} was made unpartitioned during this run; --mode "
                        "overwrite_partitions would no longer replace only the batch's partitions. "
                        "Nothing written to the table or a branch")
