@@ -75,3 +75,18 @@ def test_benchmark_steady_state_in_fresh_processes_times_each_run_from_outside(t
     assert plain["seconds"]["median"] > sum(s["median"] for s in plain["steps"].values())
     assert (wap["iceberg_commits"]["publish"], wap["iceberg_commits"]["ledger"]) == (1, 1)
     assert plain["iceberg_commits"]["write"] == 1
+
+
+def test_benchmark_flights_measures_issue_24s_case_in_pairs(tmp_path, spark, monkeypatch):
+    """A new table per run from a CSV read with inferSchema, the 8 checks, pairs of plain and WAP."""
+    monkeypatch.setattr(wap_etl, "transform", wap_etl.transform)
+    out = tmp_path / "flights.json"
+    results = bench_wap.main(["--flights", "3000", "--repeats", "2", "--work", str(tmp_path / "work"),
+                              "--json", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    p = results["flights"]
+    assert p["rows"] == 3000 and p["checks"] == 8 and len(p["pair_ratios"]) == 2
+    assert len(p["wap"]["seconds"]["runs"]) == len(p["plain"]["seconds"]["runs"]) == 2
+    assert set(p["decided_by"]) == {c.get("name") or wap_etl.parse_checks([c])[0].name
+                                    for c in bench_wap.FLIGHTS_CHECKS}
+    assert p["wap"]["iceberg_commits"]["publish"] == 1

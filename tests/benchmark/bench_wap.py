@@ -13,7 +13,9 @@ and prints a table, writes JSON, and draws a PNG chart. With --sweep 1000000,100
 measures, at each batch size, 0, 4, 8 and 16 mixed checks with default settings (plus, at 8,
 --audit_source write and a batch with one failing check): WAP/plain, audit and publish seconds,
 and the bytes and records the audit read. With --steady it measures the steady state (existing
-table and ledger), in this process, or with --fresh_processes true every run in a new one.
+table and ledger), in this process, or with --fresh_processes true every run in a new one. With
+--flights it measures issue 24's case: a new table each run from a flights CSV (19 columns, as
+nycflights13 spells them) read with inferSchema, and that issue's 8 checks.
 """
 import argparse
 import json
@@ -86,6 +88,43 @@ SWEEP_CHECKS = [
     {"check": "stat", "column": "discount", "stat": "null_fraction", "max": 0.2},
 ]
 FAILING_CHECK = {"check": "between", "column": "quantity", "max": 8, "name": "quantity_at_most_8"}
+
+# Issue 24's case: flights as nycflights13 spells them (19 columns, NULLs where a flight did not
+# fly), a new table each run, the CSV read with inferSchema, and its 8 checks.
+FLIGHTS_COLUMNS = """
+    2013 AS year,
+    CAST(1 + pmod(hash(id, 1), 12) AS INT) AS month,
+    CAST(1 + pmod(hash(id, 2), 28) AS INT) AS day,
+    IF(pmod(hash(id, 3), 40) = 0, NULL, 500 + pmod(hash(id, 4), 1800)) AS dep_time,
+    500 + pmod(hash(id, 5), 1800) AS sched_dep_time,
+    IF(pmod(hash(id, 3), 40) = 0, NULL, pmod(hash(id, 6), 200) - 20) AS dep_delay,
+    IF(pmod(hash(id, 3), 36) = 0, NULL, pmod(hash(id, 7), 2400)) AS arr_time,
+    pmod(hash(id, 8), 2400) AS sched_arr_time,
+    IF(pmod(hash(id, 3), 36) = 0, NULL, pmod(hash(id, 9), 220) - 60) AS arr_delay,
+    ELT(CAST(1 + pmod(hash(id, 10), 16) AS INT), '9E', 'AA', 'AS', 'B6', 'DL', 'EV', 'F9', 'FL', \
+        'HA', 'MQ', 'OO', 'UA', 'US', 'VX', 'WN', 'YV') AS carrier,
+    CAST(1 + pmod(hash(id, 11), 8500) AS INT) AS flight,
+    IF(pmod(hash(id, 3), 150) = 0, NULL, CONCAT('N', CAST(100 + pmod(hash(id, 12), 4000) AS STRING), \
+        ELT(CAST(1 + pmod(hash(id, 13), 4) AS INT), 'AA', 'UA', 'JB', 'DL'))) AS tailnum,
+    ELT(CAST(1 + pmod(hash(id, 14), 3) AS INT), 'EWR', 'JFK', 'LGA') AS origin,
+    CONCAT(CHAR(65 + pmod(hash(id, 15), 21)), CHAR(65 + pmod(hash(id, 16), 5)), 'X') AS dest,
+    IF(pmod(hash(id, 3), 36) = 0, NULL, 20 + pmod(hash(id, 17), 680)) AS air_time,
+    17 + pmod(hash(id, 18), 4967) AS distance,
+    5 + pmod(hash(id, 5), 18) AS hour,
+    pmod(hash(id, 19), 60) AS minute,
+    TIMESTAMPADD(HOUR, pmod(hash(id, 20), 8760), TIMESTAMP'2013-01-01 05:00:00') AS time_hour
+"""
+FLIGHTS_CHECKS = [
+    {"check": "between", "column": "month", "min": 1, "max": 12},
+    {"check": "between", "column": "distance", "min": 1, "max": 5000},
+    {"check": "accepted_values", "column": "carrier",
+     "values": ["9E", "AA", "AS", "B6", "DL", "EV", "F9", "FL", "HA", "MQ", "OO", "UA", "US", "VX", "WN", "YV"]},
+    {"check": "expression", "expr": "distance > 0"},
+    {"check": "not_null", "column": "flight"},
+    {"check": "not_null", "column": "origin"},
+    {"check": "regex", "column": "origin", "pattern": "^(EWR|JFK|LGA)$"},
+    {"check": "row_count", "min": 1},
+]
 
 
 def session():
@@ -378,6 +417,64 @@ def sweep(rows_list, repeats, work, counts=(0, 4, 8, 16), extra=True):
     return finish_results({"sweep": points, "repeats": repeats}, session())
 
 
+def flights(rows, repeats, work):
+    """Issue 24's measure: a new table every run, from the flights CSV read with inferSchema.
+    Plain reads it so and `writeTo(table).create()`s; WAP runs the job on it (which creates the
+    table, stages, audits the 8 checks and publishes). Alternating, each run's tables dropped
+    before it (not timed)."""
+    spark = session()
+    use_catalog(spark, os.path.join(work, "warehouse"))
+    csv_path = os.path.join(work, f"flights_csv_{rows}")
+    spark.range(rows, numPartitions=max(2, rows // 2_500_000)).selectExpr(
+        *[c.strip() for c in FLIGHTS_COLUMNS.strip().split(",\n")]).write.mode("overwrite") \
+        .option("header", "true").csv(csv_path)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
+
+    def drop():
+        for table in ("flights_plain", "flights_wap", "flights_wap_wap_runs"):
+            spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{NAMESPACE}.{table} PURGE")
+
+    def plain_create():
+        report = wap_etl.RunReport(started_at=datetime.now(timezone.utc).isoformat())
+        with wap_etl.timed(report, "read"):  # inferSchema reads the CSV once here
+            df = spark.read.option("header", "true").option("inferSchema", "true").csv(csv_path)
+        with wap_etl.timed(report, "write"):
+            df.writeTo(f"{CATALOG}.{NAMESPACE}.flights_plain").create()
+        wap_etl.close_timings(report)
+        wap_etl.count_spark_jobs(spark, report)
+        return report
+
+    def wap_create(r):
+        wap_etl.transform = lambda df: df
+        code, report = wap_etl.run([
+            "--source_path", csv_path, "--source_format", "csv", "--table", f"{NAMESPACE}.flights_wap",
+            "--catalog", CATALOG, "--checks", json.dumps(FLIGHTS_CHECKS), "--batch_id", f"flights{r}"])
+        if code != 0:
+            raise SystemExit(f"wap run exited {code}: {report.error or report.checks}")
+        return report
+
+    plain, wap = [], []
+    for r in range(repeats + 1):  # the first pair warms the JVM up, unmeasured
+        drop()
+        plain_run = timed(plain_create)
+        wap_run_ = timed(lambda: wap_create(r))
+        if r:
+            plain.append(plain_run)
+            wap.append(wap_run_)
+            print(f"pair {r}: plain {plain_run[0]:.2f} s, WAP {wap_run_[0]:.2f} s, "
+                  f"{wap_run_[0] / plain_run[0]:.3f}x", flush=True)
+    drop()
+    point = {"rows": rows, "ledger_runs": 1, "flights": True, "checks": len(FLIGHTS_CHECKS),
+             "plain": side(plain), "wap": side(wap),
+             "pair_ratios": [round(w[0] / p[0], 3) for p, w in zip(plain, wap)],
+             "decided_by": {c["name"]: c.get("decided_by") for c in wap[-1][1].checks}}
+    point["wap_over_plain"] = round(point["wap"]["seconds"]["median"] / point["plain"]["seconds"]["median"], 3)
+    point["median_pair_ratio"] = round(statistics.median(point["pair_ratios"]), 3)
+    print_steady(point)
+    print(f"pairs: {point['pair_ratios']} (median {point['median_pair_ratio']}); decided by {point['decided_by']}")
+    return finish_results({"flights": point, "repeats": repeats}, spark)
+
+
 def fill_ledger(spark, ledger_table, template, runs):
     """`runs` earlier published runs in the ledger, in one Spark write in the ledger's own schema:
     a real run's row, each copy with a run, batch, fingerprint and snapshot of its own, finished
@@ -662,6 +759,9 @@ def main(argv=None):
                     help="with --steady: also measure with a ledger holding this many earlier runs")
     ap.add_argument("--fresh_processes", default="false", choices=["true", "false"],
                     help="with --steady: every run a new process (a new JVM), as on Glue")
+    ap.add_argument("--flights", type=int, default=None,
+                    help="issue 24's measure at this many rows: a new table per run from a flights CSV "
+                         "read with inferSchema, its 8 checks, WAP and plain alternating")
     ap.add_argument("--plain_process", nargs=2, metavar=("CSV", "WAREHOUSE"), help=argparse.SUPPRESS)
     ap.add_argument("--json", default=os.path.join(ROOT, "tests", "benchmark", "results.json"))
     ap.add_argument("--chart", default=os.path.join(ROOT, "img", "benchmark.png"))
@@ -670,6 +770,12 @@ def main(argv=None):
         return plain_once(*args.plain_process)
     work = args.work or tempfile.mkdtemp(prefix="bench_wap_")
     try:
+        if args.flights:
+            results = flights(args.flights, args.repeats, work)
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+            print(f"\nwrote {args.json}")
+            return results
         if args.steady:
             sizes = [int(x) for x in args.steady.split(",")]
             results = (fresh(sizes, args.repeats, work) if args.fresh_processes == "true"
