@@ -70,7 +70,7 @@ import uuid
 from collections import Counter, namedtuple
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from enum import Enum
 
@@ -5385,93 +5385,225 @@ class Proof:
 
 
 def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
-    """Decide what Iceberg's own file metrics can prove, in one Spark job over the manifests of
-    the staged snapshot's added files (no data file is read). For each check, the same violation
-    test the scan would run is applied to every file's lower and upper bounds, null and NaN
-    counts: a file that could hold a violating row, or lacks the metric (metrics mode none or
-    counts, an all-NULL file, a column past the metrics limit), leaves the check to the scan.
-    Returns a Proof."""
-    from pyspark.sql import functions as F, types as T
+    """Decide what Iceberg's own file metrics can prove, from the manifests of the staged
+    snapshot's added files, read in the driver (no data file is read, and no Spark job runs).
+    For each check, the violation test the scan would run is applied to every file's lower and
+    upper bounds, null and NaN counts: a file that could hold a violating row, or lacks the metric
+    (metrics mode none or counts, an all-NULL file, a column past the metrics limit), or a bound
+    this cannot place as Spark would compare it, leaves the check to the scan. Returns a Proof."""
     if not unique_checks and not any(provable(c) and c.action != "drop" for c in checks):
         summary = snapshot_info(spark, t, snapshot_id)["summary"]  # the row count is all there is
         return Proof(total=int(summary.get("added-records", 0)))
-    entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id)
-               .load(f"{t.catalog}.{t.ident}.entries")
-               .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)))
-    # a uuid column's bounds are left out: Iceberg cannot hand them to Spark as text (and orders
-    # UUIDs as signed numbers, Spark their text), so checks on one are scanned
-    uuids = {f.name().lower() for f in iceberg_table(spark, t).schema().columns()
-             if str(f.type().typeId()) == "UUID"}
-    metric_names = {n.lower(): n for n in entries.schema["readable_metrics"].dataType.fieldNames()
-                    if n.lower() not in uuids}
-    types = {f.name.lower(): f.dataType for f in spark.table(t.sql).schema.fields}
-
-    def metric(column, key):
-        return F.col("readable_metrics").getField(metric_names[column.lower()]).getField(key)
-
-    def unproven(condition):  # files where the check could fail, or the metric is missing
-        return F.coalesce(condition, F.lit(True)).cast("long"), sum
-
-    # Per file: (a value, how the files' values combine). A file's row each, summed up here: the
-    # added files are few, and a Spark aggregate would cost a second job.
-    per_file, decided = {"records": (F.col("data_file.record_count"), sum)}, []
-    for i, c in enumerate(checks):
-        if (not provable(c) or c.action == "drop" or c.column.lower() not in metric_names
+    columns, files = added_file_metrics(spark, t, snapshot_id)
+    proof, zone = Proof(total=sum(f.records for f in files)), SessionZone(spark)
+    for c in checks:
+        column = columns.get((c.column or "").lower())
+        if (not files or column is None or not provable(c) or c.action == "drop"
                 or (c.where and c.check == "freshness")):  # a where-clause's newest value is not a bound
             continue
-        lower, upper = metric(c.column, "lower_bound"), metric(c.column, "upper_bound")
-        if c.check == "not_null":
-            per_file[f"u{i}"] = unproven(metric(c.column, "null_value_count") > 0)
-        elif c.check == "between":
-            nan = (metric(c.column, "nan_value_count") > 0
-                   if isinstance(types.get(c.column.lower()), (T.FloatType, T.DoubleType)) else F.lit(False))
-            outside = [(lower <= F.lit(c.min)) if c.min_exclusive else (lower < F.lit(c.min))
-                       ] if c.min is not None else []
-            outside += [(upper >= F.lit(c.max)) if c.max_exclusive else (upper > F.lit(c.max))
-                        ] if c.max is not None else []
-            condition = nan if c.allow_null else nan | (metric(c.column, "null_value_count") > 0)
-            for o in outside:
-                condition = condition | o
-            per_file[f"u{i}"] = unproven(condition)
-        elif accepted(c) is not None:
-            per_file[f"n{i}"] = unproven(metric(c.column, "null_value_count") > 0)
-            cleared = values_cover(accepted(c), lower, upper, types.get(c.column.lower()))
-            if cleared is None:
-                decided.append((i, c, False))
-                continue
-            nulls = (F.lit(False) if c.allow_null or None in accepted(c)
-                     else metric(c.column, "null_value_count") > 0)
-            per_file[f"u{i}"] = unproven(~cleared | nulls)
-        else:  # freshness: the newest value is the largest upper bound (dates and times are exact)
-            per_file[f"u{i}"] = unproven(upper.isNull())
-            per_file[f"newest{i}"] = upper.cast("timestamp").cast("double"), max
-        decided.append((i, c, True))
-    bounds_of = {}
-    for c in unique_checks:
-        if all(k.lower() in metric_names for k in c.columns):
-            for j, k in enumerate(c.columns):
-                per_file[key_bound(c, j, "lo")] = metric(k, "lower_bound"), min
-                per_file[key_bound(c, j, "hi")] = metric(k, "upper_bound"), max
-                per_file[key_bound(c, j, "missing")] = unproven(
-                    metric(k, "lower_bound").isNull() | metric(k, "upper_bound").isNull())
-            bounds_of[c.name] = len(c.columns)
-    files = entries.select(*[value.alias(name) for name, (value, _) in per_file.items()]).collect()
-    row = {}
-    for name, (_, combine) in per_file.items():  # as SQL's aggregates: NULLs left out, none is NULL
-        values = [f[name] for f in files if f[name] is not None]
-        row[name] = combine(values) if values else None
-    proof = Proof(total=int(row["records"] or 0))
-    for i, c, bounded in decided:
-        if bounded and row[f"u{i}"] == 0:
-            proof.proven[c.name] = row[f"newest{i}"] if c.check == "freshness" else None
-        if row.get(f"n{i}") == 0:
+        if accepted(c) is not None and all(f.nulls.get(column.id) == 0 for f in files):
             proof.null_free.add(c.name)
-    proof.keys = {name: [(plain(row[key_bound(c, j, "lo")]), plain(row[key_bound(c, j, "hi")]))
-                         for j in range(n)]
-                  for name, n in bounds_of.items()
-                  for c in unique_checks if c.name == name
-                  if not any(row[key_bound(c, j, "missing")] for j in range(n))}
+        try:
+            could_fail = violation_test(c, column, zone)
+            if not any(could_fail(f) for f in files):
+                proof.proven[c.name] = (max(zone.seconds(column, f.bound(column, "upper")) for f in files)
+                                        if c.check == "freshness" else None)
+        except NotProvable as e:
+            log.info("check %r: not decided from the files' metrics (%s); scanned", c.name, e)
+    for c in unique_checks:  # the batch's key range, which prunes the look-up on main
+        keys = [columns.get(k.lower()) for k in c.columns]
+        try:
+            ranges = [[[f.bound(k, side) for f in files] for side in ("lower", "upper")] for k in keys if k]
+        except NotProvable:  # a uuid key, say: Iceberg orders UUIDs unlike Spark's text of them
+            continue
+        if files and None not in keys and not any(None in b for r in ranges for b in r):
+            proof.keys[c.name] = [(key_value(k, min(lo)), key_value(k, max(hi))) for k, (lo, hi) in zip(keys, ranges)]
     return proof
+
+
+class NotProvable(Exception):
+    """A value the proof cannot place as Spark would compare it: the check is scanned instead."""
+
+
+@dataclass(frozen=True)
+class MetricsColumn:
+    """A column of the staged snapshot's schema as its files' metrics key it: field id and type."""
+    id: int
+    type: str  # Iceberg's name: int, long, float, double, decimal(9, 2), string, date, timestamptz, ...
+
+
+@dataclass
+class FileMetrics:
+    """One added data file's metrics, by field id; bounds in Iceberg's single-value binary form."""
+    records: int
+    nulls: dict
+    nans: dict
+    lower: dict
+    upper: dict
+
+    def bound(self, column, side):
+        """A bound as a Python value that orders as Spark orders the column (strings as UTF-8
+        bytes), or None where the file has none (or a NaN one, from an old writer)."""
+        raw = getattr(self, side).get(column.id)
+        value = None if raw is None else decode_bound(column.type, raw)
+        return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def added_file_metrics(spark, t, snapshot_id):
+    """({lower-case column name: MetricsColumn}, [FileMetrics]) of the files a snapshot added, read
+    by Iceberg from the manifests this snapshot wrote: a handful of JVM calls a file, each metrics
+    map handed over as Iceberg's own JSON of it."""
+    jvm = spark.sparkContext._jvm
+    table = iceberg_table(spark, t)
+    snapshot = table.snapshot(snapshot_id)
+    schema_id = snapshot.schemaId()
+    schema = table.schemas().get(schema_id) if schema_id is not None else table.schema()
+    fields = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(schema))["fields"]
+    names = Counter(f["name"].lower() for f in fields)
+    columns = {f["name"].lower(): MetricsColumn(f["id"], f["type"]) for f in fields
+               if isinstance(f["type"], str) and names[f["name"].lower()] == 1}  # nested, ambiguous: scanned
+    data_file, to_json = java(jvm, "org.apache.iceberg.DataFile"), java(jvm, "org.apache.iceberg.SingleValueParser").toJson
+    maps = [(data_file.NULL_VALUE_COUNTS.type(), "nullValueCounts"), (data_file.NAN_VALUE_COUNTS.type(), "nanValueCounts"),
+            (data_file.LOWER_BOUNDS.type(), "lowerBounds"), (data_file.UPPER_BOUNDS.type(), "upperBounds")]
+    files, iterator = [], snapshot.addedDataFiles(table.io()).iterator()
+    while iterator.hasNext():
+        f = iterator.next()
+        parsed = [json.loads(to_json(kind, getattr(f, getter)())) or {"keys": [], "values": []}
+                  for kind, getter in maps]
+        nulls, nans, lower, upper = [dict(zip(m["keys"], m["values"])) for m in parsed]
+        files.append(FileMetrics(f.recordCount(), nulls, nans, {k: bytes.fromhex(v) for k, v in lower.items()},
+                                 {k: bytes.fromhex(v) for k, v in upper.items()}))
+    return columns, files
+
+
+def decode_bound(kind, raw):
+    """A bound in Iceberg's single-value binary form (its spec's appendix D) as a Python value:
+    numbers little-endian (an int column's may be 4 or 8 bytes after a promotion), a decimal's
+    unscaled value big-endian; strings stay UTF-8 bytes. Types this does not order: NotProvable."""
+    import struct
+    if kind in ("int", "long", "date", "timestamp", "timestamptz"):
+        return int.from_bytes(raw, "little", signed=True)
+    if kind in ("float", "double"):
+        return struct.unpack("<f" if len(raw) == 4 else "<d", raw)[0]
+    if kind == "string":
+        return raw
+    if kind == "boolean":
+        return raw[0] != 0
+    scale = re.fullmatch(r"decimal\(\d+,\s*(\d+)\)", kind)
+    if scale:
+        return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-int(scale[1]))
+    raise NotProvable(f"no bounds of type {kind}")
+
+
+NUMBER_KINDS = ("int", "long", "float", "double")
+EPOCH_NAIVE = datetime(1970, 1, 1)
+
+
+def literal_bound(column, value, zone):
+    """A check's literal as the column's bounds hold it, converted as Spark converts it to compare
+    with the column (a date's days, a timestamp's microseconds in UTC, a string's UTF-8 bytes)."""
+    kind = column.type
+    if kind in NUMBER_KINDS or kind.startswith("decimal"):
+        if is_number(value):  # compared exactly: Spark's casts round monotonically, never across
+            return value
+    elif kind == "string" and isinstance(value, str):
+        return value.encode("utf-8")
+    elif kind == "boolean" and isinstance(value, bool):
+        return value
+    elif kind == "date" and isinstance(value, str) and ISO_DATE.match(value) and parses(datetime.fromisoformat, value):
+        return (datetime.fromisoformat(value) - EPOCH_NAIVE).days
+    elif (kind in ("timestamp", "timestamptz") and isinstance(value, str) and ISO_TIMESTAMP.match(value)
+          and parses(datetime.fromisoformat, value.replace("Z", "+00:00"))):
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if moment.tzinfo is not None and kind == "timestamptz":
+            return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // MICROSECOND
+        if moment.tzinfo is None:  # a local time: as is for a column without a zone, else the session's
+            local = (moment - EPOCH_NAIVE) // MICROSECOND
+            return local if kind == "timestamp" else zone.instant(local)
+    raise NotProvable(f"{json.dumps(value)} against a {kind} column")
+
+
+def violation_test(c, column, zone):
+    """file -> whether it could hold a row failing c (True also where a metric it needs is missing)."""
+    def missing_or_some(counts):
+        return lambda f: counts(f).get(column.id) is None or counts(f).get(column.id) > 0
+    nulls, nans = missing_or_some(lambda f: f.nulls), missing_or_some(lambda f: f.nans)
+    if c.check == "not_null":
+        return nulls
+    if c.check == "freshness":  # the newest value is the largest upper bound (dates and times are exact)
+        if column.type not in ("date", "timestamp", "timestamptz"):
+            raise NotProvable(f"freshness of a {column.type} column")
+        return lambda f: f.bound(column, "upper") is None
+    if c.check == "between":
+        low = None if c.min is None else literal_bound(column, c.min, zone)
+        high = None if c.max is None else literal_bound(column, c.max, zone)
+
+        def outside(f):
+            lower, upper = f.bound(column, "lower"), f.bound(column, "upper")
+            return ((low is not None and (lower is None or (lower <= low if c.min_exclusive else lower < low)))
+                    or (high is not None and (upper is None or (upper >= high if c.max_exclusive else upper > high))))
+        return lambda f: ((column.type in ("float", "double") and nans(f)) or (not c.allow_null and nulls(f))
+                          or outside(f))
+    values = [v for v in accepted(c) if v is not None]  # accepted_values, or a regex's literals
+    nulls_fail = not (c.allow_null or None in accepted(c))
+    if column.type == "string" and all(isinstance(v, str) for v in values):
+        allowed = {v.encode("utf-8") for v in values}  # one value (a truncated bound never equals the upper)
+        return lambda f: ((nulls_fail and nulls(f)) or f.bound(column, "lower") is None
+                          or f.bound(column, "lower") != f.bound(column, "upper") or f.bound(column, "lower") not in allowed)
+    if column.type in ("int", "long") and all(type(v) is int for v in values):
+        runs = []  # runs of consecutive accepted values: a file within one holds only accepted values
+        for v in sorted(set(values)):
+            if runs and v == runs[-1][1] + 1:
+                runs[-1][1] = v
+            else:
+                runs.append([v, v])
+
+        def beyond(f):
+            lower, upper = f.bound(column, "lower"), f.bound(column, "upper")
+            return lower is None or upper is None or not any(lo <= lower and upper <= hi for lo, hi in runs)
+        return lambda f: (nulls_fail and nulls(f)) or beyond(f)
+    raise NotProvable(f"accepted values of a {column.type} column")
+
+
+MICROSECOND = timedelta(microseconds=1)
+
+
+class SessionZone:
+    """Spark's session time zone, for what Spark reads as a local time there (a timestamp without
+    a zone, a date's midnight): asked of the JVM only when a proof needs it, and converted by
+    java.time as Spark converts (a time in a gap moves forward, one in an overlap takes the
+    earlier offset)."""
+
+    def __init__(self, spark):
+        self.spark, self._zone = spark, None
+
+    def instant(self, local_micros):
+        """Microseconds since the epoch of a local date-time in the session's zone."""
+        jvm = self.spark.sparkContext._jvm
+        if self._zone is None:
+            try:
+                self._zone = java(jvm, "org.apache.spark.sql.catalyst.util.DateTimeUtils").getZoneId(
+                    self.spark.conf.get("spark.sql.session.timeZone"))
+            except Exception as e:
+                raise NotProvable(f"the session time zone ({first_line(e)})") from None
+        seconds, micros = divmod(local_micros, 1_000_000)
+        local = java(jvm, "java.time.LocalDateTime").ofEpochSecond(seconds, micros * 1000,
+                                                                   java(jvm, "java.time.ZoneOffset").UTC)
+        moment = local.atZone(self._zone).toInstant()
+        return moment.getEpochSecond() * 1_000_000 + moment.getNano() // 1000
+
+    def seconds(self, column, bound):
+        """A date's or timestamp's upper bound as Spark casts it to a timestamp, in epoch seconds."""
+        if column.type == "timestamptz":
+            return bound / 1_000_000
+        return self.instant(bound * 86_400_000_000 if column.type == "date" else bound) / 1_000_000
+
+
+def key_value(column, bound):
+    """A key bound as the look-up on main takes it: numbers, strings and booleans (else None: no pruning)."""
+    if column.type == "string":
+        return bound.decode("utf-8")
+    return bound if column.type in NUMBER_KINDS + ("boolean",) else None
 
 
 def pushed_violation(c, dtype):
@@ -5573,29 +5705,6 @@ def prove_by_pushdown(staged_df, checks, proof):
             counts.update({name: row[names[name]] or 0 for name in violations})
     regexes = {c.name for c in checks if c.check == "regex"}
     return {name: n for name, n in counts.items() if not (n and name in regexes)}  # else: scanned
-
-
-def values_cover(values, lower, upper, dtype):
-    """For a list of accepted values: true for a file whose bounds prove every value is accepted, or None
-    where bounds cannot. A string file with equal bounds holds that one value (a truncated bound
-    never equals its upper bound); an integer file whose range lies within a run of consecutive
-    accepted values holds only accepted values."""
-    from pyspark.sql import functions as F, types as T
-    allowed = [v for v in values if v is not None]
-    if isinstance(dtype, T.StringType) and all(isinstance(v, str) for v in allowed):
-        return (lower == upper) & lower.isin(allowed)
-    if not (isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
-            and all(type(v) is int for v in allowed)):
-        return None
-    runs, cleared = [], F.lit(False)
-    for v in sorted(set(allowed)):
-        if runs and v == runs[-1][1] + 1:
-            runs[-1][1] = v
-        else:
-            runs.append([v, v])
-    for low, high in runs:
-        cleared = cleared | ((lower >= F.lit(low)) & (upper <= F.lit(high)))
-    return cleared
 
 
 @dataclass
