@@ -5401,12 +5401,12 @@ def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
         if (not files or column is None or not provable(c) or c.action == "drop"
                 or (c.where and c.check == "freshness")):  # a where-clause's newest value is not a bound
             continue
-        if accepted(c) is not None and all(f.nulls.get(column.id) == 0 for f in files):
+        if accepted(c) is not None and column.type != "uuid" and all(f.nulls.get(column.id) == 0 for f in files):
             proof.null_free.add(c.name)
         try:
             could_fail = violation_test(c, column, zone)
             if not any(could_fail(f) for f in files):
-                proof.proven[c.name] = (max(zone.seconds(column, f.bound(column, "upper")) for f in files)
+                proof.proven[c.name] = (zone.seconds(column, max(f.bound(column, "upper") for f in files))
                                         if c.check == "freshness" else None)
         except NotProvable as e:
             log.info("check %r: not decided from the files' metrics (%s); scanned", c.name, e)
@@ -5451,17 +5451,25 @@ class FileMetrics:
 
 def added_file_metrics(spark, t, snapshot_id):
     """({lower-case column name: MetricsColumn}, [FileMetrics]) of the files a snapshot added, read
-    by Iceberg from the manifests this snapshot wrote: a handful of JVM calls a file, each metrics
-    map handed over as Iceberg's own JSON of it."""
+    from the manifests this snapshot wrote: by Iceberg in the driver, each metrics map handed
+    over as Iceberg's own JSON of it (about ten JVM calls a file), or, for a snapshot of more than
+    MANY_FILES files, by one Spark job over the `entries` table. Names are resolved in the table's
+    current schema, as the scan resolves them; a column added since has no metrics in these files."""
     jvm = spark.sparkContext._jvm
     table = iceberg_table(spark, t)
-    snapshot = table.snapshot(snapshot_id)
-    schema_id = snapshot.schemaId()
-    schema = table.schemas().get(schema_id) if schema_id is not None else table.schema()
-    fields = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(schema))["fields"]
+    fields = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(table.schema()))["fields"]
     names = Counter(f["name"].lower() for f in fields)
     columns = {f["name"].lower(): MetricsColumn(f["id"], f["type"]) for f in fields
                if isinstance(f["type"], str) and names[f["name"].lower()] == 1}  # nested, ambiguous: scanned
+    snapshot = table.snapshot(snapshot_id)
+    if int(snapshot.summary().get("added-data-files") or 0) > MANY_FILES:
+        from pyspark.sql import functions as F
+        entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
+                   .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id))
+                   .select(*[f"data_file.{m}" for m in ("record_count", "null_value_counts", "nan_value_counts",
+                                                          "lower_bounds", "upper_bounds")]))
+        return columns, [FileMetrics(r[0], r[1] or {}, r[2] or {}, {k: bytes(v) for k, v in (r[3] or {}).items()},
+                                     {k: bytes(v) for k, v in (r[4] or {}).items()}) for r in entries.collect()]
     data_file, to_json = java(jvm, "org.apache.iceberg.DataFile"), java(jvm, "org.apache.iceberg.SingleValueParser").toJson
     maps = [(data_file.NULL_VALUE_COUNTS.type(), "nullValueCounts"), (data_file.NAN_VALUE_COUNTS.type(), "nanValueCounts"),
             (data_file.LOWER_BOUNDS.type(), "lowerBounds"), (data_file.UPPER_BOUNDS.type(), "upperBounds")]
@@ -5474,6 +5482,9 @@ def added_file_metrics(spark, t, snapshot_id):
         files.append(FileMetrics(f.recordCount(), nulls, nans, {k: bytes.fromhex(v) for k, v in lower.items()},
                                  {k: bytes.fromhex(v) for k, v in upper.items()}))
     return columns, files
+
+
+MANY_FILES = 500  # added files beyond which one Spark job reads their metrics faster than the driver
 
 
 def decode_bound(kind, raw):
@@ -5491,7 +5502,7 @@ def decode_bound(kind, raw):
         return raw[0] != 0
     scale = re.fullmatch(r"decimal\(\d+,\s*(\d+)\)", kind)
     if scale:
-        return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-int(scale[1]))
+        return Decimal(f"{int.from_bytes(raw, 'big', signed=True)}E-{scale[1]}")  # exact, at any precision
     raise NotProvable(f"no bounds of type {kind}")
 
 
@@ -5499,13 +5510,13 @@ NUMBER_KINDS = ("int", "long", "float", "double")
 EPOCH_NAIVE = datetime(1970, 1, 1)
 
 
-def literal_bound(column, value, zone):
+def literal_bound(column, value, zone, exclusive=False):
     """A check's literal as the column's bounds hold it, converted as Spark converts it to compare
     with the column (a date's days, a timestamp's microseconds in UTC, a string's UTF-8 bytes)."""
     kind = column.type
     if kind in NUMBER_KINDS or kind.startswith("decimal"):
-        if is_number(value):  # compared exactly: Spark's casts round monotonically, never across
-            return value
+        if is_number(value) and (not exclusive or spark_compares_exactly(kind, value)):
+            return value  # exact: where Spark rounds one side, it rounds monotonically (< may become =)
     elif kind == "string" and isinstance(value, str):
         return value.encode("utf-8")
     elif kind == "boolean" and isinstance(value, bool):
@@ -5523,6 +5534,18 @@ def literal_bound(column, value, zone):
     raise NotProvable(f"{json.dumps(value)} against a {kind} column")
 
 
+def spark_compares_exactly(kind, value):
+    """Whether Spark compares a column of this kind with this number without rounding either:
+    an int with an int, decimal or long column, or one a float or double holds exactly; a float
+    with a float, double or int column (a long or decimal column is cast to double)."""
+    import struct
+    if isinstance(value, int):
+        return (kind in ("int", "long") or kind.startswith("decimal")
+                or (kind == "double" and float(value) == value)
+                or (kind == "float" and struct.unpack("<f", struct.pack("<f", float(value)))[0] == value))
+    return kind in ("float", "double", "int")
+
+
 def violation_test(c, column, zone):
     """file -> whether it could hold a row failing c (True also where a metric it needs is missing)."""
     def missing_or_some(counts):
@@ -5535,8 +5558,8 @@ def violation_test(c, column, zone):
             raise NotProvable(f"freshness of a {column.type} column")
         return lambda f: f.bound(column, "upper") is None
     if c.check == "between":
-        low = None if c.min is None else literal_bound(column, c.min, zone)
-        high = None if c.max is None else literal_bound(column, c.max, zone)
+        low = None if c.min is None else literal_bound(column, c.min, zone, c.min_exclusive)
+        high = None if c.max is None else literal_bound(column, c.max, zone, c.max_exclusive)
 
         def outside(f):
             lower, upper = f.bound(column, "lower"), f.bound(column, "upper")

@@ -229,13 +229,28 @@ def test_what_metadata_cannot_decide_falls_back_to_a_scan(wap, spark, case):
     assert code == (3 if expected else 0)
 
 
+def proven_and_scanned(wap, spark, path, checks, batch_id):
+    """The batch at `path` staged (not published), then audited twice: with the metadata proof
+    and by a full scan; each audit's results, after asserting they agree on every verdict and
+    failing-row count."""
+    code, report = wap.run(path, checks=[], publish="false", batch_id=batch_id)
+    assert code == 0, report.error
+    table = wap_etl.TableRef("local", wap.ns, "orders")
+    ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
+    staged_df = wap_etl.read_staged(spark, table, report.staged_snapshot, report.main_snapshot_before)
+    proven, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger,
+                              proof_snapshot=report.staged_snapshot)
+    scanned, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger)
+    assert [(r["name"], r["passed"], r["failing_rows"]) for r in proven] == \
+           [(r["name"], r["passed"], r["failing_rows"]) for r in scanned], batch_id
+    return proven, scanned
+
+
 def test_proofs_equal_the_scan_on_random_batches(wap, spark):
     """A property over seeded random batches: with or without the metadata proof, every check
     reaches the same verdict and failing-row count."""
     rng = random.Random(20261122)
     by_metadata = by_pushdown = 0
-    table = wap_etl.TableRef("local", wap.ns, "orders")
-    ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
     for trial in range(10):
         n = rng.randint(1, 40)
         rows = [{"id": trial * 100 + i,
@@ -264,15 +279,7 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
         path = str(wap.tmp / "in" / f"trial{trial}.parquet")
         by = rng.choice([[], ["k"], ["s"]])  # files of one value let accepted_values be proven
         df.repartition(rng.randint(1, 4), *by).write.parquet(path)
-        code, report = wap.run(path, checks=[], publish="false", batch_id=f"t{trial}")
-        assert code == 0, report.error
-        staged = report.staged_snapshot
-        staged_df = wap_etl.read_staged(spark, table, staged, report.main_snapshot_before)
-        proven, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger,
-                                  proof_snapshot=staged)
-        scanned, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger)
-        assert [(r["name"], r["passed"], r["failing_rows"]) for r in proven] == \
-               [(r["name"], r["passed"], r["failing_rows"]) for r in scanned], trial
+        proven, scanned = proven_and_scanned(wap, spark, path, checks, f"t{trial}")
         by_metadata += sum(r["decided_by"] == "metadata" for r in proven)
         by_pushdown += sum(r["decided_by"] == "pushdown" for r in proven)
     assert by_metadata >= 6, "the proof decided checks in the trials, not only the scan"
@@ -285,8 +292,6 @@ def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):
     an offset, in a session zone with daylight saving), every verdict, count and newest value
     equals the scan's."""
     rng = random.Random(20261124)
-    table = wap_etl.TableRef("local", wap.ns, "orders")
-    ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     by_metadata = set()
@@ -303,8 +308,6 @@ def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):
                 "CAST(t AS TIMESTAMP) AS ts", "CAST(t AS TIMESTAMP_NTZ) AS ntz")
             path = str(wap.tmp / "in" / f"types{trial}.parquet")
             df.repartition(rng.randint(1, 3), *rng.choice([[], ["b"], ["l"]])).write.parquet(path)
-            code, report = wap.run(path, checks=[], publish="false", batch_id=f"types{trial}")
-            assert code == 0, report.error
             moment = f"2024-03-10 {rng.choice(['01:30', '02:30', '03:30', '12:00'])}"  # 02:30 is in the gap
             checks = wap_etl.parse_checks([
                 {"check": "between", "column": "l", "min": rng.choice([-2 ** 41, 0, -3.5]), "max": 2 ** 40},
@@ -322,13 +325,7 @@ def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):
                 {"check": "freshness", "column": "d", "max_age_hours": 10 ** 6},
                 {"check": "freshness", "column": "ts", "max_age_hours": 10 ** 6},
                 {"check": "freshness", "column": "ntz", "max_age_hours": 10 ** 6}])
-            staged = report.staged_snapshot
-            staged_df = wap_etl.read_staged(spark, table, staged, report.main_snapshot_before)
-            proven, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger,
-                                      proof_snapshot=staged)
-            scanned, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger)
-            assert [(r["name"], r["passed"], r["failing_rows"]) for r in proven] == \
-                   [(r["name"], r["passed"], r["failing_rows"]) for r in scanned], trial
+            proven, scanned = proven_and_scanned(wap, spark, path, checks, f"types{trial}")
             for p, q in zip(proven, scanned):  # a freshness's age in hours, taken a moment apart
                 if p["name"].startswith("freshness"):
                     assert (p["observed"] is None) == (q["observed"] is None), (trial, p, q)
@@ -338,6 +335,53 @@ def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):
         spark.conf.set("spark.sql.session.timeZone", zone)
     assert {"between_l", "between_f", "between_dec", "between_d", "ts_local", "ts_offset", "between_ntz",
             "freshness_d", "freshness_ts", "freshness_ntz"} <= by_metadata, by_metadata
+
+
+def test_a_bound_spark_rounds_onto_the_literal_is_not_proven_past_the_scan(wap, spark):
+    """Where Spark casts one side before comparing (a decimal to double against 0.3, an int
+    literal to float), an exclusive bound can turn equal: the proof must fail the row as the scan
+    does. Decimals of 38 digits, and strings longer than their 16-character bounds, likewise."""
+    rows = [{"id": i, "a": "0.30", "b": "0.10", "f": 16777220.0, "big": "99999999999.999999999999999999",
+             "s": "b" * 20 + "za"[i]} for i in range(2)]
+    df = spark.createDataFrame(rows, "id int, a string, b string, f float, big string, s string").selectExpr(
+        "id", "CAST(a AS DECIMAL(10, 2)) AS a", "CAST(b AS DECIMAL(10, 2)) AS b", "f",
+        "CAST(big AS DECIMAL(38, 18)) AS big", "s")
+    path = str(wap.tmp / "in" / "edges.parquet")
+    df.coalesce(1).write.parquet(path)
+    checks = wap_etl.parse_checks([
+        {"check": "between", "column": "a", "min": 0.3, "min_exclusive": True, "name": "above_0_3"},
+        {"check": "between", "column": "b", "max": 0.1, "max_exclusive": True, "name": "below_0_1"},
+        {"check": "between", "column": "f", "max": 16777219, "max_exclusive": True, "name": "float_max"},
+        {"check": "between", "column": "big", "min": 100000000000, "name": "big_min"},
+        {"check": "between", "column": "s", "max": "b" * 20 + "m", "name": "long_string"},
+        {"check": "between", "column": "a", "max": 0.5, "name": "inclusive"}])
+    proven, scanned = proven_and_scanned(wap, spark, path, checks, "edges")
+    assert {r["name"]: r["failing_rows"] for r in scanned} == {
+        "above_0_3": 2, "below_0_1": 2, "float_max": 2, "big_min": 2, "long_string": 1, "inclusive": 0}
+    assert {r["name"]: r["decided_by"] for r in proven}["inclusive"] == "metadata"
+
+
+def test_the_key_range_of_the_proof_is_the_batchs_and_many_files_read_alike(wap, spark, monkeypatch):
+    """unique's key range from the files' bounds is the batch's own min and max (strings longer
+    than their bounds included); a snapshot of more than MANY_FILES files has its metrics read by a
+    Spark job instead, which gives the same files' metrics."""
+    rows = [{"id": i, "s": f"{'k' * 18}{i:03d}"} for i in range(40, 90)]
+    path = str(wap.tmp / "in" / "keys.parquet")
+    spark.createDataFrame(rows, "id long, s string").repartitionByRange(4, "id").write.parquet(path)
+    code, report = wap.run(path, checks=[], publish="false", batch_id="keys")
+    assert code == 0, report.error
+    t = wap_etl.TableRef("local", wap.ns, "orders")
+    checks = wap_etl.parse_checks([{"check": "unique", "columns": ["id"]}, {"check": "unique", "columns": ["s"]}])
+    proof = wap_etl.prove_from_metadata(spark, t, report.staged_snapshot, checks, checks)
+    assert proof.keys["unique_id"] == [(40, 89)]
+    (low, high), = proof.keys["unique_s"]
+    assert low <= "k" * 18 + "040" and high >= "k" * 18 + "089"
+    in_driver = wap_etl.added_file_metrics(spark, t, report.staged_snapshot)
+    monkeypatch.setattr(wap_etl, "MANY_FILES", 0)
+    by_spark = wap_etl.added_file_metrics(spark, t, report.staged_snapshot)
+    assert len(in_driver[1]) >= 2 and in_driver[0] == by_spark[0]
+    assert sorted(map(repr, in_driver[1])) == sorted(map(repr, by_spark[1]))
+    assert wap_etl.prove_from_metadata(spark, t, report.staged_snapshot, checks, checks) == proof
 
 
 def test_main_may_hold_a_key_only_where_its_files_bounds_reach_the_batchs_range(wap, spark):
