@@ -5454,7 +5454,8 @@ def added_file_metrics(spark, t, snapshot_id):
     from the manifests this snapshot wrote: by Iceberg in the driver, each metrics map handed
     over as Iceberg's own JSON of it (about ten JVM calls a file), or, for a snapshot of more than
     MANY_FILES files, by one Spark job over the `entries` table. Names are resolved in the table's
-    current schema, as the scan resolves them; a column added since has no metrics in these files."""
+    current schema, as an incremental read resolves them (a column added since has no metrics in
+    these files); if the schema changed since the snapshot was written, nothing is proven."""
     jvm = spark.sparkContext._jvm
     table = iceberg_table(spark, t)
     fields = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(table.schema()))["fields"]
@@ -5462,10 +5463,13 @@ def added_file_metrics(spark, t, snapshot_id):
     columns = {f["name"].lower(): MetricsColumn(f["id"], f["type"]) for f in fields
                if isinstance(f["type"], str) and names[f["name"].lower()] == 1}  # nested, ambiguous: scanned
     snapshot = table.snapshot(snapshot_id)
+    if snapshot.schemaId() is not None and snapshot.schemaId() != table.schema().schemaId():
+        columns = {}  # changed since the write: a read of the snapshot types its columns as written
     if int(snapshot.summary().get("added-data-files") or 0) > MANY_FILES:
         from pyspark.sql import functions as F
         entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
-                   .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id))
+                   .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)
+                           & (F.col("data_file.content") == 0))  # data files, as addedDataFiles
                    .select(*[f"data_file.{m}" for m in ("record_count", "null_value_counts", "nan_value_counts",
                                                           "lower_bounds", "upper_bounds")]))
         return columns, [FileMetrics(r[0], r[1] or {}, r[2] or {}, {k: bytes(v) for k, v in (r[3] or {}).items()},

@@ -341,23 +341,27 @@ def test_a_bound_spark_rounds_onto_the_literal_is_not_proven_past_the_scan(wap, 
     """Where Spark casts one side before comparing (a decimal to double against 0.3, an int
     literal to float), an exclusive bound can turn equal: the proof must fail the row as the scan
     does. Decimals of 38 digits, and strings longer than their 16-character bounds, likewise."""
-    rows = [{"id": i, "a": "0.30", "b": "0.10", "f": 16777220.0, "big": "99999999999.999999999999999999",
-             "s": "b" * 20 + "za"[i]} for i in range(2)]
-    df = spark.createDataFrame(rows, "id int, a string, b string, f float, big string, s string").selectExpr(
-        "id", "CAST(a AS DECIMAL(10, 2)) AS a", "CAST(b AS DECIMAL(10, 2)) AS b", "f",
+    rows = [{"id": i, "a": "0.30", "b": "0.10", "f": 16777216.0, "l": 2 ** 53 + 1, "d": 2.0 ** 53,
+             "big": "99999999999.999999999999999999", "s": "b" * 20 + "za"[i]} for i in range(2)]
+    df = spark.createDataFrame(rows, "id int, a string, b string, f float, l long, d double, big string, "
+                                     "s string").selectExpr(
+        "id", "CAST(a AS DECIMAL(10, 2)) AS a", "CAST(b AS DECIMAL(10, 2)) AS b", "f", "l", "d",
         "CAST(big AS DECIMAL(38, 18)) AS big", "s")
     path = str(wap.tmp / "in" / "edges.parquet")
     df.coalesce(1).write.parquet(path)
     checks = wap_etl.parse_checks([
         {"check": "between", "column": "a", "min": 0.3, "min_exclusive": True, "name": "above_0_3"},
         {"check": "between", "column": "b", "max": 0.1, "max_exclusive": True, "name": "below_0_1"},
-        {"check": "between", "column": "f", "max": 16777219, "max_exclusive": True, "name": "float_max"},
+        {"check": "between", "column": "f", "max": 16777217, "max_exclusive": True, "name": "float_max"},
+        {"check": "between", "column": "l", "min": 9007199254740992.0, "min_exclusive": True, "name": "long_min"},
+        {"check": "between", "column": "d", "max": 2 ** 53 + 1, "max_exclusive": True, "name": "double_max"},
         {"check": "between", "column": "big", "min": 100000000000, "name": "big_min"},
         {"check": "between", "column": "s", "max": "b" * 20 + "m", "name": "long_string"},
         {"check": "between", "column": "a", "max": 0.5, "name": "inclusive"}])
     proven, scanned = proven_and_scanned(wap, spark, path, checks, "edges")
     assert {r["name"]: r["failing_rows"] for r in scanned} == {
-        "above_0_3": 2, "below_0_1": 2, "float_max": 2, "big_min": 2, "long_string": 1, "inclusive": 0}
+        "above_0_3": 2, "below_0_1": 2, "float_max": 2, "long_min": 2, "double_max": 2, "big_min": 2,
+        "long_string": 1, "inclusive": 0}
     assert {r["name"]: r["decided_by"] for r in proven}["inclusive"] == "metadata"
 
 
@@ -380,7 +384,10 @@ def test_the_key_range_of_the_proof_is_the_batchs_and_many_files_read_alike(wap,
     monkeypatch.setattr(wap_etl, "MANY_FILES", 0)
     by_spark = wap_etl.added_file_metrics(spark, t, report.staged_snapshot)
     assert len(in_driver[1]) >= 2 and in_driver[0] == by_spark[0]
-    assert sorted(map(repr, in_driver[1])) == sorted(map(repr, by_spark[1]))
+    def canonical(files):
+        return sorted((f.records, *[sorted(getattr(f, m).items()) for m in ("nulls", "nans", "lower", "upper")])
+                      for f in files)
+    assert canonical(in_driver[1]) == canonical(by_spark[1])
     assert wap_etl.prove_from_metadata(spark, t, report.staged_snapshot, checks, checks) == proof
 
 
