@@ -5427,7 +5427,7 @@ class NotProvable(Exception):
 
 @dataclass(frozen=True)
 class MetricsColumn:
-    """A column of the staged snapshot's schema as its files' metrics key it: field id and type."""
+    """A top-level column of the table's schema as the files' metrics key it: field id and type."""
     id: int
     type: str  # Iceberg's name: int, long, float, double, decimal(9, 2), string, date, timestamptz, ...
 
