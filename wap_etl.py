@@ -5488,7 +5488,9 @@ def added_file_metrics(spark, t, snapshot_id):
     return columns, files
 
 
-MANY_FILES = 500  # added files beyond which one Spark job reads their metrics faster than the driver
+# added files beyond which one Spark job reads their metrics faster than the driver (measured warm:
+# 50 files 0.07 s in the driver against 0.22 s by the job, 500 files 0.30 s against 0.16 s)
+MANY_FILES = 200
 
 
 def decode_bound(kind, raw):
