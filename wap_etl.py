@@ -63,6 +63,7 @@ import random
 import re
 import shlex
 import statistics
+import struct
 import sys
 import threading
 import time
@@ -4991,16 +4992,21 @@ def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None, sum
         return reader.load(f"{t.catalog}.{t.ident}")
     rows = read_snapshot(spark, t, staged)
     if mode == "overwrite_partitions":
-        added = (spark.read.format("iceberg").option("snapshot-id", staged)
-                 .load(f"{t.catalog}.{t.ident}.entries")
-                 .filter((F.col("status") == 1) & (F.col("snapshot_id") == staged))
-                 .select(F.col("data_file.file_path").alias("_file")))
+        added = added_entries(spark, t, staged).select(F.col("data_file.file_path").alias("_file"))
         return rows.select("*", "_file").join(F.broadcast(added), "_file", "left_semi").drop("_file")
     kept = batch.alias("s")
     if p.delete_condition:
         kept = kept.filter(~F.coalesce(F.expr(p.delete_condition), F.lit(False)))
     keys = kept.select(*[col(k) for k in p.merge_keys]).distinct()
     return rows.join(keys, p.merge_keys, "left_semi")
+
+
+def added_entries(spark, t, snapshot_id):
+    """The `entries` metadata table's rows of the data files a snapshot added (its manifests')."""
+    from pyspark.sql import functions as F
+    return (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
+            .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)
+                    & (F.col("data_file.content") == 0)))
 
 
 def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail=None):
@@ -5384,24 +5390,25 @@ class Proof:
     null_free: set = field(default_factory=set)
 
 
-def prove_from_metadata(spark, t, snapshot_id, checks, unique_checks):
+def prove_from_metadata(spark, t, table, snapshot_id, summary, checks, unique_checks):
     """Decide what Iceberg's own file metrics can prove, from the manifests of the staged
     snapshot's added files, read in the driver (no data file is read, and no Spark job runs).
     For each check, the violation test the scan would run is applied to every file's lower and
     upper bounds, null and NaN counts: a file that could hold a violating row, or lacks the metric
     (metrics mode none or counts, an all-NULL file, a column past the metrics limit), or a bound
-    this cannot place as Spark would compare it, leaves the check to the scan. Returns a Proof."""
+    this cannot place as Spark would compare it, leaves the check to the scan. `table`: the
+    table as just loaded, and `summary` the snapshot's. Returns a Proof."""
     if not unique_checks and not any(provable(c) and c.action != "drop" for c in checks):
-        summary = snapshot_info(spark, t, snapshot_id)["summary"]  # the row count is all there is
-        return Proof(total=int(summary.get("added-records", 0)))
-    columns, files = added_file_metrics(spark, t, snapshot_id)
+        return Proof(total=int(summary.get("added-records", 0)))  # the row count is all there is
+    columns, files = added_file_metrics(spark, t, table, snapshot_id, summary)
     proof, zone = Proof(total=sum(f.records for f in files)), SessionZone(spark)
     for c in checks:
         column = columns.get((c.column or "").lower())
         if (not files or column is None or not provable(c) or c.action == "drop"
                 or (c.where and c.check == "freshness")):  # a where-clause's newest value is not a bound
             continue
-        if accepted(c) is not None and column.type != "uuid" and all(f.nulls.get(column.id) == 0 for f in files):
+        # (a uuid's row-group dictionaries compare as UUIDs, Spark's `isin` as text: no pushdown)
+        if accepted(c) is not None and column.type != "uuid" and not any(f.some("nulls", column) for f in files):
             proof.null_free.add(c.name)
         try:
             could_fail = violation_test(c, column, zone)
@@ -5441,6 +5448,12 @@ class FileMetrics:
     lower: dict
     upper: dict
 
+    def some(self, counts, column):
+        """Whether this file may hold a NULL (counts "nulls") or a NaN ("nans") in the column: a
+        count it does not record may."""
+        n = getattr(self, counts).get(column.id)
+        return n is None or n > 0
+
     def bound(self, column, side):
         """A bound as a Python value that orders as Spark orders the column (strings as UTF-8
         bytes), or None where the file has none (or a NaN one, from an old writer)."""
@@ -5449,7 +5462,7 @@ class FileMetrics:
         return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def added_file_metrics(spark, t, snapshot_id):
+def added_file_metrics(spark, t, table, snapshot_id, summary):
     """({lower-case column name: MetricsColumn}, [FileMetrics]) of the files a snapshot added, read
     from the manifests this snapshot wrote: by Iceberg in the driver, each metrics map handed
     over as Iceberg's own JSON of it (about ten JVM calls a file), or, for a snapshot of more than
@@ -5457,7 +5470,6 @@ def added_file_metrics(spark, t, snapshot_id):
     current schema, as an incremental read resolves them (a column added since has no metrics in
     these files); if the schema changed since the snapshot was written, nothing is proven."""
     jvm = spark.sparkContext._jvm
-    table = iceberg_table(spark, t)
     fields = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(table.schema()))["fields"]
     names = Counter(f["name"].lower() for f in fields)
     columns = {f["name"].lower(): MetricsColumn(f["id"], f["type"]) for f in fields
@@ -5465,13 +5477,10 @@ def added_file_metrics(spark, t, snapshot_id):
     snapshot = table.snapshot(snapshot_id)
     if snapshot.schemaId() is not None and snapshot.schemaId() != table.schema().schemaId():
         columns = {}  # changed since the write: a read of the snapshot types its columns as written
-    if int(snapshot.summary().get("added-data-files") or 0) > MANY_FILES:
-        from pyspark.sql import functions as F
-        entries = (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
-                   .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)
-                           & (F.col("data_file.content") == 0))  # data files, as addedDataFiles
-                   .select(*[f"data_file.{m}" for m in ("record_count", "null_value_counts", "nan_value_counts",
-                                                          "lower_bounds", "upper_bounds")]))
+    if int(summary.get("added-data-files") or 0) > MANY_FILES:
+        entries = added_entries(spark, t, snapshot_id).select(
+            *[f"data_file.{m}" for m in ("record_count", "null_value_counts", "nan_value_counts", "lower_bounds",
+                                         "upper_bounds")])
         return columns, [FileMetrics(r[0], r[1] or {}, r[2] or {}, {k: bytes(v) for k, v in (r[3] or {}).items()},
                                      {k: bytes(v) for k, v in (r[4] or {}).items()}) for r in entries.collect()]
     data_file, to_json = java(jvm, "org.apache.iceberg.DataFile"), java(jvm, "org.apache.iceberg.SingleValueParser").toJson
@@ -5497,7 +5506,6 @@ def decode_bound(kind, raw):
     """A bound in Iceberg's single-value binary form (its spec's appendix D) as a Python value:
     numbers little-endian (an int column's may be 4 or 8 bytes after a promotion), a decimal's
     unscaled value big-endian; strings stay UTF-8 bytes. Types this does not order: NotProvable."""
-    import struct
     if kind in ("int", "long", "date", "timestamp", "timestamptz"):
         return int.from_bytes(raw, "little", signed=True)
     if kind in ("float", "double"):
@@ -5544,7 +5552,6 @@ def spark_compares_exactly(kind, value):
     """Whether Spark compares a column of this kind with this number without rounding either:
     an int with an int, decimal or long column, or one a float or double holds exactly; a float
     with a float, double or int column (a long or decimal column is cast to double)."""
-    import struct
     if isinstance(value, int):
         return (kind in ("int", "long") or kind.startswith("decimal")
                 or (kind == "double" and float(value) == value)
@@ -5554,9 +5561,8 @@ def spark_compares_exactly(kind, value):
 
 def violation_test(c, column, zone):
     """file -> whether it could hold a row failing c (True also where a metric it needs is missing)."""
-    def missing_or_some(counts):
-        return lambda f: counts(f).get(column.id) is None or counts(f).get(column.id) > 0
-    nulls, nans = missing_or_some(lambda f: f.nulls), missing_or_some(lambda f: f.nans)
+    def nulls(f):
+        return f.some("nulls", column)
     if c.check == "not_null":
         return nulls
     if c.check == "freshness":  # the newest value is the largest upper bound (dates and times are exact)
@@ -5571,14 +5577,17 @@ def violation_test(c, column, zone):
             lower, upper = f.bound(column, "lower"), f.bound(column, "upper")
             return ((low is not None and (lower is None or (lower <= low if c.min_exclusive else lower < low)))
                     or (high is not None and (upper is None or (upper >= high if c.max_exclusive else upper > high))))
-        return lambda f: ((column.type in ("float", "double") and nans(f)) or (not c.allow_null and nulls(f))
-                          or outside(f))
+        return lambda f: ((column.type in ("float", "double") and f.some("nans", column))
+                          or (not c.allow_null and nulls(f)) or outside(f))
     values = [v for v in accepted(c) if v is not None]  # accepted_values, or a regex's literals
     nulls_fail = not (c.allow_null or None in accepted(c))
     if column.type == "string" and all(isinstance(v, str) for v in values):
-        allowed = {v.encode("utf-8") for v in values}  # one value (a truncated bound never equals the upper)
-        return lambda f: ((nulls_fail and nulls(f)) or f.bound(column, "lower") is None
-                          or f.bound(column, "lower") != f.bound(column, "upper") or f.bound(column, "lower") not in allowed)
+        allowed = {v.encode("utf-8") for v in values}
+
+        def other_values(f):  # a file of one value (a truncated bound never equals the upper) that is allowed
+            lower = f.bound(column, "lower")
+            return lower is None or lower != f.bound(column, "upper") or lower not in allowed
+        return lambda f: (nulls_fail and nulls(f)) or other_values(f)
     if column.type in ("int", "long") and all(type(v) is int for v in values):
         runs = []  # runs of consecutive accepted values: a file within one holds only accepted values
         for v in sorted(set(values)):
@@ -5791,12 +5800,14 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     checks = [dynamic[c.name][0] if c.name in dynamic else c for c in checks]
     proof, pushed, small = Proof(), {}, False
     if metrics is None and proof_snapshot is not None:
-        added = int(snapshot_info(spark, t, proof_snapshot)["summary"].get("added-records", 0))
+        table = iceberg_table(spark, t)
+        summary = snapshot_info(spark, t, proof_snapshot, table)["summary"]
+        added = int(summary.get("added-records", 0))
         small = added <= SMALL_BATCH_ROWS
         if small:  # a few rows: one scan of them costs less than proving from their files' metadata
             proof = Proof(total=added)
         else:
-            proof = prove_from_metadata(spark, t, proof_snapshot, checks,
+            proof = prove_from_metadata(spark, t, table, proof_snapshot, summary, checks,
                                         [c for c in checks if c.check == "unique" and not c.where])
             pushed = prove_by_pushdown(staged_df, checks, proof)
     scanned = [c for c in checks if c.name not in proof.proven and c.name not in pushed

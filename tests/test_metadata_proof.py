@@ -376,19 +376,21 @@ def test_the_key_range_of_the_proof_is_the_batchs_and_many_files_read_alike(wap,
     assert code == 0, report.error
     t = wap_etl.TableRef("local", wap.ns, "orders")
     checks = wap_etl.parse_checks([{"check": "unique", "columns": ["id"]}, {"check": "unique", "columns": ["s"]}])
-    proof = wap_etl.prove_from_metadata(spark, t, report.staged_snapshot, checks, checks)
+    table, staged = wap_etl.iceberg_table(spark, t), report.staged_snapshot
+    summary = wap_etl.snapshot_info(spark, t, staged, table)["summary"]
+    proof = wap_etl.prove_from_metadata(spark, t, table, staged, summary, checks, checks)
     assert proof.keys["unique_id"] == [(40, 89)]
     (low, high), = proof.keys["unique_s"]
     assert low <= "k" * 18 + "040" and high >= "k" * 18 + "089"
-    in_driver = wap_etl.added_file_metrics(spark, t, report.staged_snapshot)
+    in_driver = wap_etl.added_file_metrics(spark, t, table, staged, summary)
     monkeypatch.setattr(wap_etl, "MANY_FILES", 0)
-    by_spark = wap_etl.added_file_metrics(spark, t, report.staged_snapshot)
+    by_spark = wap_etl.added_file_metrics(spark, t, table, staged, summary)
     assert len(in_driver[1]) >= 2 and in_driver[0] == by_spark[0]
     def canonical(files):
         return sorted((f.records, *[sorted(getattr(f, m).items()) for m in ("nulls", "nans", "lower", "upper")])
                       for f in files)
     assert canonical(in_driver[1]) == canonical(by_spark[1])
-    assert wap_etl.prove_from_metadata(spark, t, report.staged_snapshot, checks, checks) == proof
+    assert wap_etl.prove_from_metadata(spark, t, table, staged, summary, checks, checks) == proof
 
 
 def test_main_may_hold_a_key_only_where_its_files_bounds_reach_the_batchs_range(wap, spark):

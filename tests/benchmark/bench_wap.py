@@ -149,15 +149,15 @@ def use_catalog(spark, warehouse):
     spark.conf.set(f"{prefix}.cache-enabled", "false")
 
 
-def generate(spark, rows):
-    """A realistic batch: 16 columns, some NULLs."""
+def generate(spark, rows, columns=COLUMNS):
+    """A realistic batch: 16 columns, some NULLs (or the flights' 19)."""
     return spark.range(rows, numPartitions=max(2, rows // 2_500_000)).selectExpr(
-        *[c.strip() for c in COLUMNS.strip().split(",\n")])
+        *[c.strip() for c in columns.strip().split(",\n")])
 
 
-def make_csv(spark, rows, path):
+def make_csv(spark, rows, path, columns=COLUMNS):
     """The batch as a few CSV files with a header."""
-    df = generate(spark, rows)
+    df = generate(spark, rows, columns)
     df.write.mode("overwrite").option("header", "true").csv(path)
     return df.schema
 
@@ -198,7 +198,8 @@ def plain_append(spark, csv_path, table, offset):
 
 
 def wap_run(csv_path, table, offset, batch_id, audit_source, checks=CHECKS, expect=0):
-    wap_etl.transform = offset_transform(offset)
+    """One run of the job; `offset` added to the ids (None: the batch as it is)."""
+    wap_etl.transform = offset_transform(offset) if offset is not None else (lambda df: df)
     code, report = wap_etl.run([
         "--source_path", csv_path, "--source_format", "csv", "--table", f"{NAMESPACE}.{table}",
         "--catalog", CATALOG, "--checks", json.dumps(checks), "--batch_id", batch_id,
@@ -425,9 +426,7 @@ def flights(rows, repeats, work):
     spark = session()
     use_catalog(spark, os.path.join(work, "warehouse"))
     csv_path = os.path.join(work, f"flights_csv_{rows}")
-    spark.range(rows, numPartitions=max(2, rows // 2_500_000)).selectExpr(
-        *[c.strip() for c in FLIGHTS_COLUMNS.strip().split(",\n")]).write.mode("overwrite") \
-        .option("header", "true").csv(csv_path)
+    make_csv(spark, rows, csv_path, FLIGHTS_COLUMNS)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
 
     def drop():
@@ -444,20 +443,11 @@ def flights(rows, repeats, work):
         wap_etl.count_spark_jobs(spark, report)
         return report
 
-    def wap_create(r):
-        wap_etl.transform = lambda df: df
-        code, report = wap_etl.run([
-            "--source_path", csv_path, "--source_format", "csv", "--table", f"{NAMESPACE}.flights_wap",
-            "--catalog", CATALOG, "--checks", json.dumps(FLIGHTS_CHECKS), "--batch_id", f"flights{r}"])
-        if code != 0:
-            raise SystemExit(f"wap run exited {code}: {report.error or report.checks}")
-        return report
-
     plain, wap = [], []
     for r in range(repeats + 1):  # the first pair warms the JVM up, unmeasured
         drop()
         plain_run = timed(plain_create)
-        wap_run_ = timed(lambda: wap_create(r))
+        wap_run_ = timed(lambda: wap_run(csv_path, "flights_wap", None, f"flights{r}", "branch", FLIGHTS_CHECKS))
         if r:
             plain.append(plain_run)
             wap.append(wap_run_)
