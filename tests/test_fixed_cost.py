@@ -64,9 +64,29 @@ def test_a_small_batch_is_audited_in_one_scan_without_pushdown_reads(wap, monkey
     assert code == 0 and by["accepted_values_status"]["decided_by"] == "scan"
     small_jobs = report.spark_jobs["audit"]
     monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # the large-batch path, for comparison
+    monkeypatch.setattr(wap_etl, "FOLD_PUSHDOWN_ROWS", 0)
     code, report = wap.run(daily(200), checks=BENCH_CHECKS)
     assert code == 0 and {r["name"]: r for r in report.checks}["accepted_values_status"]["decided_by"] == "pushdown"
     assert small_jobs < report.spark_jobs["audit"], (small_jobs, report.spark_jobs)
+
+
+def test_a_scan_that_runs_anyway_counts_the_pushdown_checks_in_fewer_jobs(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # the large-batch path: metadata, then pushdown
+    checks = [dict(c, action="warn") if c["check"] in ("accepted_values", "expression") else c
+              for c in BENCH_CHECKS]  # the regex needs the scan: a pushdown read would be one more job
+    assert wap.run(daily(0), checks=checks)[0] == 0
+    bad = daily(100, status="lost")
+    bad[2]["amount"] = -1.0
+    code, folded = wap.run(bad, checks=checks)
+    monkeypatch.setattr(wap_etl, "FOLD_PUSHDOWN_ROWS", 0)  # the pushdown's own reads, for comparison
+    code_pushed, pushed = wap.run([dict(r, id=r["id"] + 100) for r in bad], checks=checks)
+    verdicts = [{n: r[n] for n in ("name", "passed", "failing_rows")} for r in folded.checks]
+    assert code == code_pushed == 0 and verdicts == [{n: r[n] for n in ("name", "passed", "failing_rows")}
+                                                     for r in pushed.checks]
+    by = {r["name"]: r["decided_by"] for r in folded.checks}, {r["name"]: r["decided_by"] for r in pushed.checks}
+    assert [by[0]["accepted_values_status"], by[1]["accepted_values_status"]] == ["scan", "pushdown"], by
+    assert {r["name"]: r["failing_rows"] for r in folded.checks}["accepted_values_status"] == 9
+    assert folded.spark_jobs["audit"] < pushed.spark_jobs["audit"], (folded.spark_jobs, pushed.spark_jobs)
 
 
 def test_a_small_batch_scanned_once_still_counts_each_failure_exactly(wap):

@@ -132,3 +132,58 @@ def test_a_run_records_its_row_when_a_run_of_an_older_version_adds_some_ledger_c
     row = spark.table(runs).filter(f"run_id = '{report.run_id}'").first()
     assert row is not None, "the run's ledger row was lost"
     assert row["table_uuid"] == report.table_uuid and row["score"] == 1.0
+
+
+def full_row(run_id, **changes):
+    """A ledger row with every column set, nested ones included (Glue-shaped rule results)."""
+    from datetime import datetime, timezone
+    row = {"table_name": "local.x.orders", "run_id": run_id, "batch_id": "b", "status": "published",
+           "exit_code": 0, "mode": "append", "branch": "audit_b", "main_snapshot_before": 1,
+           "main_snapshot_after": 2 ** 62, "staged_snapshot": -3, "rows_written": 10, "rows_dropped": 0,
+           "rows_inserted": 5, "rows_updated": 4, "rows_deleted": 1,
+           "checks": [{"name": "n", "check": "not_null", "action": "fail", "passed": True, "failing_rows": 0,
+                       "observed": None},
+                      {"name": "é \"q\"", "check": "sql", "action": "warn", "passed": False, "failing_rows": None,
+                       "observed": "[1, 2]"}],
+           "metrics": {"rows": 10.0, "mean:amount": 1.5e300, "min": -0.0}, "timings": {"read": 0.25},
+           "input_fingerprint": "f" * 64, "config_fingerprint": "c" * 64,
+           "input_files": ["s3://b/k 1.csv", "file:///tmp/ü.csv"],
+           "started_at": datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=timezone.utc),
+           "finished_at": datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+           "error": "line\nbreak", "table_uuid": "u", "input_file_ids": ["a", "b"], "score": 0.5,
+           "rule_results": [{"Name": "Rule_1", "Description": "RowCount > 1", "EvaluationMessage": None,
+                             "Result": "PASS", "EvaluatedMetrics": {"Dataset.*.RowCount": 10.0},
+                             "EvaluatedRule": "RowCount > 1", "Labels": {"team": "a"}}]}
+    return {**row, **changes}
+
+
+def test_a_ledger_row_written_in_the_driver_reads_as_sparks_write_of_it(spark, ns):
+    ref = wap_etl.TableRef("local", ns, "runs")
+    wap_etl.create_table(spark, ref, wap_etl.LEDGER_COLUMNS)
+    ledger = wap_etl.Ledger(spark, ref, "local.x.orders")
+    assert ledger.append_in_driver([full_row("driver")])
+    ledger.frame([full_row("spark")]).writeTo(ref.sql).append()
+    rows = {r["run_id"]: r.asDict(recursive=True) for r in spark.table(ref.sql).collect()}
+    assert rows["driver"] == dict(rows["spark"], run_id="driver")
+    assert rows["driver"]["finished_at"] is not None and rows["driver"]["rule_results"][0]["Labels"] == {"team": "a"}
+
+
+def test_a_run_records_its_ledger_row_without_a_spark_job(wap, spark):
+    code, report = wap.run([{"id": 1}], checks=[{"check": "not_null", "column": "id"}])
+    assert code == 0 and report.spark_jobs["ledger"] == 0, report.spark_jobs
+    row = spark.table(f"{wap.sql}_wap_runs").collect()[0]
+    assert (row["run_id"], row["status"], row["rows_written"]) == (report.run_id, "published", 1)
+
+
+@pytest.mark.parametrize("changes", [{"metrics": {"rows": float("nan")}}, {"score": float("inf")},
+                                     {"rule_results": [dict(full_row("x")["rule_results"][0], Labels={"k": None})]}])
+def test_a_ledger_value_the_driver_cannot_write_is_written_by_spark(spark, ns, changes):
+    ref = wap_etl.TableRef("local", ns, "runs")
+    wap_etl.create_table(spark, ref, wap_etl.LEDGER_COLUMNS)
+    ledger = wap_etl.Ledger(spark, ref, "local.x.orders")
+    assert not ledger.append_in_driver([full_row("driver", **changes)])
+    assert spark.table(ref.sql).count() == 0, "nothing written when the driver cannot write it"
+    ledger.record([full_row("spark", **changes)])
+    row = spark.table(ref.sql).collect()[0].asDict(recursive=True)
+    key, value = next(iter(changes.items()))
+    assert row["run_id"] == "spark" and str(row[key]) == str(value)

@@ -14,8 +14,10 @@ from conftest import records_read
 @pytest.fixture(autouse=True)
 def large_batch_path(monkeypatch):
     """These batches are a few rows; audit them as a large batch is (pushdown reads), which is
-    what this file tests. A batch under SMALL_BATCH_ROWS is scanned once instead."""
+    what this file tests. A batch under SMALL_BATCH_ROWS is scanned once instead, and one under
+    FOLD_PUSHDOWN_ROWS has its pushdown counted by a scan that runs anyway."""
     monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)
+    monkeypatch.setattr(wap_etl, "FOLD_PUSHDOWN_ROWS", 0)
 
 
 PROVABLE = [{"check": "not_null", "column": "id"}, {"check": "between", "column": "amount", "min": 0, "max": 100},
