@@ -4135,15 +4135,12 @@ class Ledger:
         """Start the consumed rows' read in the background, while the batch is read and validated
         in the driver: the read is a Spark job of its own, and a run reading them a second earlier
         is no different from a slower run (every publish is still a compare-and-swap of main,
-        rechecked against a fresh read after a rebase). Its job counts in the starting step.
-        The thread then analyses an empty ledger row's frame, while the batch is written and
-        audited: in a fresh JVM (every Glue run) the first analysis of that type took 1-3 s
-        of the closing ledger write, the next ~0.1 s. It runs no job."""
+        rechecked against a fresh read after a rebase). Its job counts in the starting step."""
         from pyspark import SparkContext
         from py4j.clientserver import ClientServer
         if self._consumed is None and self._prefetch is None and isinstance(SparkContext._gateway, ClientServer):
             try:  # pinned threads only: elsewhere a thread's Spark job group is not its own
-                self._prefetch = Prefetch(self.read_consumed, then=lambda: self.frame([]))
+                self._prefetch = Prefetch(self.read_consumed)
             except Exception as e:  # no thread to be had: read it when needed
                 log.info("ledger read in the background not started (%s)", first_line(e))
 
@@ -4244,19 +4241,22 @@ class Ledger:
     def append_in_driver(self, rows):
         """Append the rows as one data file written by Iceberg's own generic writer in the driver,
         in one append commit: what Spark's write of them makes, without a Spark job (~0.1 s of
-        every run's closing step, more where a job means executors). False, with nothing written
-        to the table, for a partitioned ledger or a value Iceberg's single-value JSON has no form
-        for (NaN, infinities, a NULL in a map): Spark writes those rows."""
+        every run's closing step, more where a job means executors). Columns are matched by name
+        whatever their case, as Spark's write matches them. False, with nothing written to the
+        table, for a partitioned ledger, a key the ledger has no column for, or a value Iceberg's
+        single-value JSON has no form for (NaN, infinities, a NULL in a map, a datetime for a
+        column without a zone): Spark writes those rows, and refuses what it refuses."""
         jvm = self.spark.sparkContext._jvm
         table = iceberg_table(self.spark, self.ref)
         schema, spec = table.schema(), table.spec()
         struct = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(schema))
-        stamps = {f["name"]: f["type"] for f in struct["fields"] if f["type"] in ("timestamptz", "timestamp")}
+        stamps = {f["name"].lower(): f["name"] for f in struct["fields"] if f["type"] == "timestamptz"}
         try:
-            texts = [json.dumps(single_value({k: v for k, v in row.items() if k not in stamps}, struct),
+            texts = [json.dumps(single_value({k: v for k, v in row.items() if k.lower() not in stamps}, struct),
                                 allow_nan=False) for row in rows]
-            micros = [{k: epoch_micros(row[k]) for k in stamps if row.get(k) is not None} for row in rows]
-        except (NotRepresentable, ValueError) as e:  # ValueError: NaN or an infinity
+            micros = [{stamps[k.lower()]: epoch_micros(v) for k, v in row.items()
+                       if k.lower() in stamps and v is not None} for row in rows]
+        except (NotRepresentable, ValueError, OverflowError) as e:  # ValueError: NaN or an infinity
             log.info("run ledger: a row has no single-value JSON (%s); Spark writes it", first_line(e))
             return False
         if not spec.isUnpartitioned():
@@ -4272,21 +4272,21 @@ class Ledger:
                 for text, stamp in zip(texts, micros):
                     record = parser.fromJson(schema.asStruct(), text)
                     for name, value in stamp.items():  # the generic writer takes java.time values
-                        record.setField(name, util.timestamptzFromMicros(value) if stamps[name] == "timestamptz"
-                                        else util.timestampFromMicros(value))  # (UTC wall time, as ledger_json)
+                        record.setField(name, util.timestamptzFromMicros(value))
                     appender.add(record)
             finally:
                 appender.close()
             data_file = (java(jvm, "org.apache.iceberg.DataFiles").builder(spec).withPath(location)
                          .withFormat(file_format).withFileSizeInBytes(appender.length())
                          .withMetrics(appender.metrics()).build())
-        except Exception:
-            try:  # not committed: no file left behind
-                table.io().deleteFile(location)
-            except Exception:
-                pass
+            table.newAppend().appendFile(data_file).commit()
+        except Exception as e:
+            if "CommitStateUnknownException" not in str(e):  # surely not committed: no file left behind
+                try:
+                    table.io().deleteFile(location)
+                except Exception:
+                    pass
             raise
-        table.newAppend().appendFile(data_file).commit()
         return True
 
     def frame(self, rows):
@@ -4348,12 +4348,20 @@ class NotRepresentable(Exception):
 
 def single_value(value, kind):
     """A value as Iceberg's single-value JSON (SingleValueParser) of its type `kind`, in the
-    schema's JSON form: structs keyed by field id, maps as their keys and values."""
+    schema's JSON form: structs keyed by field id, maps as their keys and values. A timestamp
+    (its zone's) or any type the ledger does not use raises NotRepresentable."""
     if value is None:
         return None
     if isinstance(kind, dict) and kind["type"] == "struct" and isinstance(value, dict):
-        return {str(f["id"]): single_value(value[f["name"]], f["type"]) for f in kind["fields"]
-                if value.get(f["name"]) is not None}
+        fields = {f["name"].lower(): f for f in kind["fields"]}  # by name, as Spark's write resolves it
+        out = {}
+        for name, v in value.items():
+            f = fields.get(name.lower())
+            if f is None:  # Spark's write refuses a column the table lacks: so does this
+                raise NotRepresentable(f"no field {name!r}")
+            if v is not None:
+                out[str(f["id"])] = single_value(v, f["type"])
+        return out
     if isinstance(kind, dict) and kind["type"] == "list" and isinstance(value, (list, tuple)):
         return [single_value(v, kind["element"]) for v in value]
     if isinstance(kind, dict) and kind["type"] == "map" and isinstance(value, dict):
@@ -4370,8 +4378,8 @@ def single_value(value, kind):
 
 
 def epoch_micros(value):
-    """A zoned datetime as microseconds since the epoch (which are also those of its UTC wall
-    time, as timestamp_ntz); a naive one is refused, as ledger_json refuses it."""
+    """A zoned datetime as microseconds since the epoch; a naive one is refused, as ledger_json
+    refuses it."""
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise NotRepresentable(f"{value!r:.40} is not a zoned datetime")
     return (value - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)

@@ -74,6 +74,7 @@ def test_a_scan_that_runs_anyway_counts_the_pushdown_checks_in_fewer_jobs(wap, m
     monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # the large-batch path: metadata, then pushdown
     checks = [dict(c, action="warn") if c["check"] in ("accepted_values", "expression") else c
               for c in BENCH_CHECKS]  # the regex needs the scan: a pushdown read would be one more job
+    checks.append({"check": "expression", "expr": "id < 102", "name": "low_ids", "action": "warn"})  # by bounds
     assert wap.run(daily(0), checks=checks)[0] == 0
     bad = daily(100, status="lost")
     bad[2]["amount"] = -1.0
@@ -85,7 +86,9 @@ def test_a_scan_that_runs_anyway_counts_the_pushdown_checks_in_fewer_jobs(wap, m
                                                      for r in pushed.checks]
     by = {r["name"]: r["decided_by"] for r in folded.checks}, {r["name"]: r["decided_by"] for r in pushed.checks}
     assert [by[0]["accepted_values_status"], by[1]["accepted_values_status"]] == ["scan", "pushdown"], by
-    assert {r["name"]: r["failing_rows"] for r in folded.checks}["accepted_values_status"] == 9
+    assert [by[0]["low_ids"], by[1]["low_ids"]] == ["scan", "pushdown"], by
+    failing = {r["name"]: r["failing_rows"] for r in folded.checks}
+    assert failing["accepted_values_status"] == 9 and failing["low_ids"] == 8, failing
     assert folded.spark_jobs["audit"] < pushed.spark_jobs["audit"], (folded.spark_jobs, pushed.spark_jobs)
 
 

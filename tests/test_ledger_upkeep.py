@@ -1,5 +1,8 @@
 """The run ledger keeps itself cheap to read: its small files are compacted and its old snapshots
 expired by the job, and nothing the exactly-once protocol reads is lost."""
+import math
+import os
+
 import pytest
 
 import wap_etl
@@ -136,7 +139,7 @@ def test_a_run_records_its_row_when_a_run_of_an_older_version_adds_some_ledger_c
 
 def full_row(run_id, **changes):
     """A ledger row with every column set, nested ones included (Glue-shaped rule results)."""
-    from datetime import datetime, timezone
+    from datetime import datetime, timedelta, timezone
     row = {"table_name": "local.x.orders", "run_id": run_id, "batch_id": "b", "status": "published",
            "exit_code": 0, "mode": "append", "branch": "audit_b", "main_snapshot_before": 1,
            "main_snapshot_after": 2 ** 62, "staged_snapshot": -3, "rows_written": 10, "rows_dropped": 0,
@@ -145,10 +148,10 @@ def full_row(run_id, **changes):
                        "observed": None},
                       {"name": "é \"q\"", "check": "sql", "action": "warn", "passed": False, "failing_rows": None,
                        "observed": "[1, 2]"}],
-           "metrics": {"rows": 10.0, "mean:amount": 1.5e300, "min": -0.0}, "timings": {"read": 0.25},
+           "metrics": {"rows": 10.0, "mean:amount": 1.5e300, "min": -0.0}, "timings": {"read": 0.25, "audit": 1},
            "input_fingerprint": "f" * 64, "config_fingerprint": "c" * 64,
            "input_files": ["s3://b/k 1.csv", "file:///tmp/ü.csv"],
-           "started_at": datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=timezone.utc),
+           "started_at": datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=timezone(timedelta(hours=-5))),
            "finished_at": datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
            "error": "line\nbreak", "table_uuid": "u", "input_file_ids": ["a", "b"], "score": 0.5,
            "rule_results": [{"Name": "Rule_1", "Description": "RowCount > 1", "EvaluationMessage": None,
@@ -166,6 +169,30 @@ def test_a_ledger_row_written_in_the_driver_reads_as_sparks_write_of_it(spark, n
     rows = {r["run_id"]: r.asDict(recursive=True) for r in spark.table(ref.sql).collect()}
     assert rows["driver"] == dict(rows["spark"], run_id="driver")
     assert rows["driver"]["finished_at"] is not None and rows["driver"]["rule_results"][0]["Labels"] == {"team": "a"}
+    assert math.copysign(1, rows["driver"]["metrics"]["min"]) == -1 and rows["driver"]["timings"]["audit"] == 1.0
+
+
+def test_a_ledger_whose_nested_names_are_lower_case_gets_every_value(spark, ns):
+    ref = wap_etl.TableRef("local", ns, "runs")  # as Athena or a Glue table definition would name them
+    wap_etl.create_table(spark, ref, wap_etl.LEDGER_COLUMNS.replace("Name:", "name:").replace("Result:", "result:")
+                         .replace("Labels:", "labels:").replace("run_id string", "RUN_ID string"))
+    ledger = wap_etl.Ledger(spark, ref, "local.x.orders")
+    assert ledger.append_in_driver([full_row("driver")])
+    ledger.frame([full_row("spark")]).writeTo(ref.sql).append()
+    rows = {r["RUN_ID"]: r.asDict(recursive=True) for r in spark.table(ref.sql).collect()}
+    assert rows["driver"] == dict(rows["spark"], RUN_ID="driver")
+    assert rows["driver"]["rule_results"][0]["name"] == "Rule_1" and rows["driver"]["rule_results"][0]["labels"]
+
+
+def test_a_ledger_row_refused_while_written_in_the_driver_leaves_no_file_behind(spark, ns, warehouse):
+    import glob
+    ref = wap_etl.TableRef("local", ns, "runs")
+    wap_etl.create_table(spark, ref, wap_etl.LEDGER_COLUMNS)
+    ledger = wap_etl.Ledger(spark, ref, "local.x.orders")
+    with pytest.raises(Exception, match="MALFORMED_RECORD"):  # an int column's value past 32 bits: Spark refuses it too
+        ledger.record([full_row("fits"), full_row("big", exit_code=2 ** 40)])  # the first one opens the file
+    assert spark.table(ref.sql).count() == 0
+    assert not glob.glob(os.path.join(warehouse, ns, "runs", "**", "ledger-*"), recursive=True), "the file was deleted"
 
 
 def test_a_run_records_its_ledger_row_without_a_spark_job(wap, spark):
