@@ -74,7 +74,8 @@ def test_a_scan_that_runs_anyway_counts_the_pushdown_checks_in_fewer_jobs(wap, m
     monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # the large-batch path: metadata, then pushdown
     checks = [dict(c, action="warn") if c["check"] in ("accepted_values", "expression") else c
               for c in BENCH_CHECKS]  # the regex needs the scan: a pushdown read would be one more job
-    checks.append({"check": "expression", "expr": "id < 102", "name": "low_ids", "action": "warn"})  # by bounds
+    checks.append({"check": "expression", "expr": "id < 102 OR (id >= 200 AND id < 202)", "name": "low_ids",
+                   "action": "warn"})  # decided by the bounds: 8 rows of either batch fail it
     assert wap.run(daily(0), checks=checks)[0] == 0
     bad = daily(100, status="lost")
     bad[2]["amount"] = -1.0
