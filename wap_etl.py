@@ -4018,27 +4018,21 @@ def ledger_json(value):
 
 class Prefetch:
     """A read run on a thread of its own (with the starting thread's Spark job group); `rows`
-    after join() returns its result or raises its error. The thread then runs `then`, which
-    nobody waits for and whose failure is only logged."""
+    after join() returns its result or raises its error."""
 
-    def __init__(self, read, then=None):
+    def __init__(self, read):
         from pyspark import InheritableThread
         self._rows, self._error, self._read = None, None, threading.Event()
-        self._thread = InheritableThread(target=self._run, args=(read, then), daemon=True)
+        self._thread = InheritableThread(target=self._run, args=(read,), daemon=True)
         self._thread.start()
 
-    def _run(self, read, then):
+    def _run(self, read):
         try:
             self._rows = read()
         except BaseException as e:  # handed to the reader
             self._error = e
         finally:
             self._read.set()
-        if then is not None:
-            try:
-                then()
-            except Exception as e:
-                log.info("background work after the ledger read failed: %s", first_line(e))
 
     def join(self):
         while not self._read.wait(0.5):
@@ -4348,8 +4342,8 @@ class NotRepresentable(Exception):
 
 def single_value(value, kind):
     """A value as Iceberg's single-value JSON (SingleValueParser) of its type `kind`, in the
-    schema's JSON form: structs keyed by field id, maps as their keys and values. A timestamp
-    (its zone's) or any type the ledger does not use raises NotRepresentable."""
+    schema's JSON form: structs keyed by field id, maps as their keys and values. A datetime
+    (the caller sets those itself) or a type the ledger does not use raises NotRepresentable."""
     if value is None:
         return None
     if isinstance(kind, dict) and kind["type"] == "struct" and isinstance(value, dict):

@@ -184,7 +184,7 @@ def test_a_background_read_whose_thread_died_before_reading_is_read_again_not_wa
     is on a thread of the caller's own, as a scheduler or notebook may start it."""
     assert wap.run([{"id": 1}], batch_id="b0", checks=[])[0] == 0
 
-    def dies(self, read, then):
+    def dies(self, read):
         raise RuntimeError("unable to create new native thread")
     monkeypatch.setattr(wap_etl.Prefetch, "_run", dies)
     code, report = on_a_thread(lambda: wap.run([{"id": 1}], batch_id="b0", checks=[]))
