@@ -4225,8 +4225,10 @@ class Ledger:
             self._columns = None
         try:
             written = self.append_in_driver(rows)
-        except Exception as e:  # nothing committed: Spark writes them (an error there is the run's)
-            log.info("run ledger: the rows were not written in the driver (%s); Spark writes them", first_line(e))
+        except Exception as e:  # Spark writes them (an error there is the run's); after a commit of
+            # unknown outcome they may be there twice, which readers take as one run
+            log.warning("run ledger: the rows were not written in the driver (%s); Spark writes them",
+                        first_line(e))
             written = False
         if not written:
             self.frame(rows).writeTo(self.ref.sql).append()
@@ -4259,6 +4261,7 @@ class Ledger:
         file_format = java(jvm, "org.apache.iceberg.FileFormat").fromString(
             table.properties().getOrDefault("write.format.default", "parquet"))
         location = table.locationProvider().newDataLocation(file_format.addExtension(f"ledger-{uuid.uuid4()}"))
+        committing = False
         try:
             appender = (java(jvm, "org.apache.iceberg.data.GenericAppenderFactory")(schema, spec)
                         .setAll(table.properties()).newAppender(table.io().newOutputFile(location), file_format))
@@ -4273,9 +4276,13 @@ class Ledger:
             data_file = (java(jvm, "org.apache.iceberg.DataFiles").builder(spec).withPath(location)
                          .withFormat(file_format).withFileSizeInBytes(appender.length())
                          .withMetrics(appender.metrics()).build())
+            fault_point("ledger_commit")
+            committing = True
             table.newAppend().appendFile(data_file).commit()
         except Exception as e:
-            if "CommitStateUnknownException" not in str(e):  # surely not committed: no file left behind
+            # the file goes only if no commit can name it: none was made, or Iceberg says it failed
+            # (as Iceberg cleans up after its own commits); after any other error it may be live
+            if not committing or java_instance(e, "org.apache.iceberg.exceptions.CleanableFailure"):
                 try:
                     table.io().deleteFile(location)
                 except Exception:
@@ -4351,8 +4358,8 @@ def single_value(value, kind):
         out = {}
         for name, v in value.items():
             f = fields.get(name.lower())
-            if f is None:  # Spark's write refuses a column the table lacks: so does this
-                raise NotRepresentable(f"no field {name!r}")
+            if f is None or str(f["id"]) in out:  # no such field, or two keys for one: Spark's write's
+                raise NotRepresentable(f"no field {name!r}" if f is None else f"two keys for {name!r}")
             if v is not None:
                 out[str(f["id"])] = single_value(v, f["type"])
         return out
@@ -4369,6 +4376,17 @@ def single_value(value, kind):
     if kind in ("float", "double") and type(value) in (int, float):
         return float(value)
     raise NotRepresentable(f"a {type(value).__name__} as {kind}")
+
+
+def java_instance(error, name):
+    """True if a failed JVM call's Java exception is an instance of the class `name`."""
+    from py4j.java_gateway import is_instance_of
+    from pyspark import SparkContext
+    java_error = getattr(error, "java_exception", None)
+    try:
+        return java_error is not None and is_instance_of(SparkContext._gateway, java_error, name)
+    except Exception:
+        return False
 
 
 def epoch_micros(value):
@@ -7817,7 +7835,8 @@ def put_event(report, bus_name):
 def fault_point(step):
     """Test-only hooks, inert unless their environment variable is set. Steps: before_write,
     write (after the write, before the guard), audit (after the audit, before publishing), publish,
-    ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
+    ledger_upkeep (after the ledger's compaction committed, before its snapshots expire),
+    ledger_commit (the ledger row written in the driver, before its commit).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step> with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
     appears there (at most 10 minutes), so a test can line real runs up at one point."""

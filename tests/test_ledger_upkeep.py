@@ -214,3 +214,56 @@ def test_a_ledger_value_the_driver_cannot_write_is_written_by_spark(spark, ns, c
     row = spark.table(ref.sql).collect()[0].asDict(recursive=True)
     key, value = next(iter(changes.items()))
     assert row["run_id"] == "spark" and str(row[key]) == str(value)
+
+
+@pytest.mark.parametrize("failure, kept", [("CommitFailedException", False), ("CommitStateUnknownException", True),
+                                           ("RuntimeIOException", True)])  # an I/O error mid-commit: unknown too
+def test_a_driver_commit_that_surely_failed_leaves_no_file_and_one_of_unknown_outcome_keeps_it(
+        spark, ns, warehouse, monkeypatch, failure, kept):
+    """Iceberg's commit throws: a failure it marks cleanable surely committed nothing, so the
+    driver's file goes; after an unknown outcome the file may be live, so it stays. Spark then
+    writes the row either way."""
+    import glob
+    ref = wap_etl.TableRef("local", ns, "runs")
+    wap_etl.create_table(spark, ref, wap_etl.LEDGER_COLUMNS)
+    jvm, real = spark.sparkContext._jvm, wap_etl.iceberg_table
+
+    def throws():  # the very Java exception Iceberg's commit would throw
+        exceptions = jvm.org.apache.iceberg.exceptions
+        no_args = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 0)
+        error = (exceptions.CommitStateUnknownException(jvm.java.lang.RuntimeException("no answer"))
+                 if failure == "CommitStateUnknownException" else getattr(exceptions, failure)("lost", no_args))
+        jvm.org.apache.iceberg.util.ExceptionUtil.castAndThrow(error, jvm.java.lang.Class.forName("java.lang.RuntimeException"))
+
+    class Append:  # the append as Iceberg builds it, its commit throwing
+        def __init__(self, append):
+            self.append = append
+
+        def appendFile(self, data_file):
+            return Append(self.append.appendFile(data_file))
+
+        def commit(self):
+            throws()
+
+    class Table:
+        def __init__(self, table):
+            self.table = table
+
+        def __getattr__(self, name):
+            return getattr(self.table, name)
+
+        def newAppend(self):
+            return Append(self.table.newAppend())
+
+    monkeypatch.setattr(wap_etl, "iceberg_table", lambda *a: Table(real(*a)))
+    wap_etl.Ledger(spark, ref, "local.x.orders").record([full_row("r")])
+    assert [r["run_id"] for r in spark.table(ref.sql).collect()] == ["r"], "Spark wrote the row once"
+    files = glob.glob(os.path.join(warehouse, ns, "runs", "**", "ledger-*"), recursive=True)
+    assert len(files) == (1 if kept else 0), files
+
+
+def test_two_keys_for_one_ledger_column_are_left_to_spark():
+    struct = {"type": "struct", "fields": [{"id": 1, "name": "run_id", "required": False, "type": "string"}]}
+    assert wap_etl.single_value({"RUN_ID": "a"}, struct) == {"1": "a"}
+    with pytest.raises(wap_etl.NotRepresentable):
+        wap_etl.single_value({"run_id": "a", "Run_Id": "b"}, struct)
