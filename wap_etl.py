@@ -4248,6 +4248,8 @@ class Ledger:
         struct = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(schema))
         stamps = {f["name"].lower(): f["name"] for f in struct["fields"] if f["type"] == "timestamptz"}
         try:
+            if any(len({k.lower() for k in row}) < len(row) for row in rows):
+                raise NotRepresentable("two keys for one column")
             texts = [json.dumps(single_value({k: v for k, v in row.items() if k.lower() not in stamps}, struct),
                                 allow_nan=False) for row in rows]
             micros = [{stamps[k.lower()]: epoch_micros(v) for k, v in row.items()
@@ -4276,9 +4278,9 @@ class Ledger:
             data_file = (java(jvm, "org.apache.iceberg.DataFiles").builder(spec).withPath(location)
                          .withFormat(file_format).withFileSizeInBytes(appender.length())
                          .withMetrics(appender.metrics()).build())
-            fault_point("ledger_commit")
+            append = table.newAppend().appendFile(data_file)
             committing = True
-            table.newAppend().appendFile(data_file).commit()
+            append.commit()
         except Exception as e:
             # the file goes only if no commit can name it: none was made, or Iceberg says it failed
             # (as Iceberg cleans up after its own commits); after any other error it may be live
@@ -4355,11 +4357,13 @@ def single_value(value, kind):
         return None
     if isinstance(kind, dict) and kind["type"] == "struct" and isinstance(value, dict):
         fields = {f["name"].lower(): f for f in kind["fields"]}  # by name, as Spark's write resolves it
+        if len({name.lower() for name in value}) < len(value):
+            raise NotRepresentable("two keys for one field")  # Spark's write decides between them
         out = {}
         for name, v in value.items():
             f = fields.get(name.lower())
-            if f is None or str(f["id"]) in out:  # no such field, or two keys for one: Spark's write's
-                raise NotRepresentable(f"no field {name!r}" if f is None else f"two keys for {name!r}")
+            if f is None:  # no such field: Spark's write's to refuse
+                raise NotRepresentable(f"no field {name!r}")
             if v is not None:
                 out[str(f["id"])] = single_value(v, f["type"])
         return out
@@ -7835,8 +7839,7 @@ def put_event(report, bus_name):
 def fault_point(step):
     """Test-only hooks, inert unless their environment variable is set. Steps: before_write,
     write (after the write, before the guard), audit (after the audit, before publishing), publish,
-    ledger_upkeep (after the ledger's compaction committed, before its snapshots expire),
-    ledger_commit (the ledger row written in the driver, before its commit).
+    ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step> with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
     appears there (at most 10 minutes), so a test can line real runs up at one point."""

@@ -265,5 +265,6 @@ def test_a_driver_commit_that_surely_failed_leaves_no_file_and_one_of_unknown_ou
 def test_two_keys_for_one_ledger_column_are_left_to_spark():
     struct = {"type": "struct", "fields": [{"id": 1, "name": "run_id", "required": False, "type": "string"}]}
     assert wap_etl.single_value({"RUN_ID": "a"}, struct) == {"1": "a"}
-    with pytest.raises(wap_etl.NotRepresentable):
-        wap_etl.single_value({"run_id": "a", "Run_Id": "b"}, struct)
+    for row in ({"run_id": "a", "Run_Id": "b"}, {"run_id": None, "RUN_ID": "b"}):
+        with pytest.raises(wap_etl.NotRepresentable):
+            wap_etl.single_value(row, struct)
