@@ -4245,12 +4245,12 @@ class Ledger:
         jvm = self.spark.sparkContext._jvm
         table = iceberg_table(self.spark, self.ref)
         schema, spec = table.schema(), table.spec()
-        struct = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(schema))
-        stamps = {f["name"].lower(): f["name"] for f in struct["fields"] if f["type"] == "timestamptz"}
+        row_type = schema_json(jvm, schema)
+        stamps = {f["name"].lower(): f["name"] for f in row_type["fields"] if f["type"] == "timestamptz"}
         try:
             if any(len({k.lower() for k in row}) < len(row) for row in rows):
                 raise NotRepresentable("two keys for one column")
-            texts = [json.dumps(single_value({k: v for k, v in row.items() if k.lower() not in stamps}, struct),
+            texts = [json.dumps(single_value({k: v for k, v in row.items() if k.lower() not in stamps}, row_type),
                                 allow_nan=False) for row in rows]
             micros = [{stamps[k.lower()]: epoch_micros(v) for k, v in row.items()
                        if k.lower() in stamps and v is not None} for row in rows]
@@ -4343,6 +4343,12 @@ class Ledger:
             log.warning("run ledger: recording %d publish(es) missing from %s.%s: %s", len(found),
                         self.ref.catalog, self.ref.ident, ", ".join(f"{m.batch_id} ({m.run_id})" for m in found))
             self.record([ledger_row_of_mark(m, self.table, self.table_uuid) for m in found])
+
+
+def schema_json(jvm, schema):
+    """An Iceberg schema as Iceberg's own JSON of it, parsed: one JVM call for every field's id,
+    name and type, nested ones included."""
+    return json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(schema))
 
 
 class NotRepresentable(Exception):
@@ -5583,7 +5589,7 @@ def added_file_metrics(spark, t, table, snapshot_id, summary):
     current schema, as an incremental read resolves them (a column added since has no metrics in
     these files); if the schema changed since the snapshot was written, nothing is proven."""
     jvm = spark.sparkContext._jvm
-    fields = json.loads(java(jvm, "org.apache.iceberg.SchemaParser").toJson(table.schema()))["fields"]
+    fields = schema_json(jvm, table.schema())["fields"]
     names = Counter(f["name"].lower() for f in fields)
     columns = {f["name"].lower(): MetricsColumn(f["id"], f["type"]) for f in fields
                if isinstance(f["type"], str) and names[f["name"].lower()] == 1}  # nested, ambiguous: scanned
