@@ -5783,9 +5783,10 @@ EXACT_IN_ICEBERG = ("IntegralType", "DecimalType", "DateType", "TimestampType", 
 
 
 def violated_expression(spark, staged_df, c):
-    """An expression check's violation (NOT expr), if Iceberg can evaluate all of it against file
-    and row-group bounds: Spark must translate it to a data source predicate and Iceberg must
-    convert that, over columns both order alike. Else None, and the scan decides."""
+    """An expression check's violation (NOT expr) as Iceberg's expression, if Iceberg can evaluate
+    all of it against file and row-group bounds: Spark must translate it to a data source
+    predicate and Iceberg must convert that, over columns both order alike. Else None, and the
+    scan decides."""
     from pyspark.sql import functions as F, types as T
     if c.check != "expression" or c.where or c.action == "drop":
         return None
@@ -5811,7 +5812,31 @@ def violated_expression(spark, staged_df, c):
     except Exception as e:
         log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
         return None
-    return violation if pushable else None
+    return converted if pushable else None
+
+
+def added_files_may_hold(table, snapshot_id, summary, expression):
+    """Whether a file the snapshot added may hold a row meeting `expression` (Iceberg's), by its
+    column bounds, null and NaN counts: Iceberg's own test (InclusiveMetricsEvaluator), the one its
+    scan planning prunes files with, so False means a filtered read of the batch would plan no
+    file at all, and no Spark job need run to find that. True when this cannot be told here: more
+    than MANY_FILES files (one job reads them faster), a schema changed since the write, an error."""
+    snapshot = table.snapshot(snapshot_id)
+    if (int(summary.get("added-data-files") or 0) > MANY_FILES
+            or (snapshot.schemaId() is not None and snapshot.schemaId() != table.schema().schemaId())):
+        return True
+    from pyspark import SparkContext
+    try:
+        evaluator = java(SparkContext._jvm, "org.apache.iceberg.expressions.InclusiveMetricsEvaluator")(
+            table.schema(), expression, False)  # case-insensitive, as the job's reads bind names
+        iterator = snapshot.addedDataFiles(table.io()).iterator()
+        while iterator.hasNext():
+            if evaluator.eval(iterator.next()):
+                return True
+        return False
+    except Exception as e:
+        log.info("expression not tested against the added files' bounds (%s)", first_line(e))
+        return True
 
 
 def bounds_can_rule_out(expression):
@@ -5825,13 +5850,16 @@ def bounds_can_rule_out(expression):
     return op in ("FALSE", "IS_NULL", "LT", "LT_EQ", "GT", "GT_EQ", "EQ", "IN", "STARTS_WITH")
 
 
-def pushdown_candidates(staged_df, checks, proof):
+def pushdown_candidates(staged_df, checks, proof, files_may_hold=lambda expression: True):
     """The checks a filtered read can count for less than a scan, as two {name: violation}
     filters: accepted_values checks the manifests could not decide (a string column of several
     values, say), which Iceberg tests against each Parquet row group's dictionary, and `expression`
     checks Iceberg can evaluate whole, tested against the files' and row groups' bounds. Only
     columns the manifests show without NULLs take part in the first: Iceberg's dictionary test
-    gives up on a row group holding a NULL."""
+    gives up on a row group holding a NULL. An expression whose violation no added file's bounds
+    admit (`files_may_hold` of Iceberg's form of it is False) is proven here instead, in `proof`:
+    the filtered read would plan no file."""
+    from pyspark.sql import functions as F
     spark = staged_df.sparkSession
     types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
     by_dictionary, by_bounds = {}, {}
@@ -5843,9 +5871,11 @@ def pushdown_candidates(staged_df, checks, proof):
             if v is not None:
                 by_dictionary[c.name] = v
         elif c.check == "expression":
-            v = violated_expression(spark, staged_df, c)
-            if v is not None:
-                by_bounds[c.name] = v
+            expression = violated_expression(spark, staged_df, c)
+            if expression is not None and not files_may_hold(expression):
+                proof.proven[c.name] = None
+            elif expression is not None:
+                by_bounds[c.name] = ~F.expr(c.expr)
     return by_dictionary, by_bounds
 
 
@@ -5934,7 +5964,8 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         else:
             proof = prove_from_metadata(spark, t, table, proof_snapshot, summary, checks,
                                         [c for c in checks if c.check == "unique" and not c.where])
-            candidates = pushdown_candidates(staged_df, checks, proof)
+            candidates = pushdown_candidates(staged_df, checks, proof, functools.partial(
+                added_files_may_hold, table, proof_snapshot, summary))
             rest = left_to_scan(checks, proof, {n for v in candidates for n in v})
             if added > FOLD_PUSHDOWN_ROWS or len(row_metrics(rest)) == 1:
                 pushed = prove_by_pushdown(staged_df, checks, candidates)

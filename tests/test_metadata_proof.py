@@ -177,13 +177,35 @@ def test_a_nan_key_already_on_main_is_a_duplicate(wap, spark):
 QTY_ROWS = [{"id": i, "qty": 1 + i % 9, "x": float(i)} for i in range(300)]
 
 
-def test_an_expression_iceberg_can_evaluate_is_decided_by_bounds_without_reading_rows(wap, spark, monkeypatch):
+def test_an_expression_no_added_files_bounds_admit_is_proven_without_a_spark_job(wap, spark, monkeypatch):
     monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
     read = audit_reading(spark, monkeypatch)
     code, report = wap.run(QTY_ROWS, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
-    assert code == 0 and report.checks[0]["decided_by"] == "pushdown", report.checks
+    assert code == 0 and report.checks[0]["decided_by"] == "metadata", report.checks
+    assert report.spark_jobs["audit"] == 0, report.spark_jobs
     files = spark.sql(f"SELECT count(*) FROM {wap.sql}.files").first()[0]
     assert files == 3 and read[0][1] <= files, "only manifest entries were read, no data row"
+
+
+def test_an_expression_files_without_bounds_cannot_prove_is_counted_by_a_filtered_read(wap, spark, monkeypatch):
+    assert wap.run([{"id": 1000, "qty": 1, "x": 0.0}], checks=[])[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.metadata.metrics.column.qty'='counts')")
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    rows = [dict(r) for r in QTY_ROWS]
+    rows[40]["qty"] = 0  # in the first file: the others' rows would pass
+    code, report = wap.run(rows, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
+    result = report.checks[0]
+    assert code == 3 and result["failing_rows"] == 1 and result["decided_by"] == "pushdown", result
+    assert [r["id"] for r in result["sample"]] == [40]
+
+
+def test_an_expression_some_files_bounds_rule_out_is_still_counted_in_the_file_that_may_fail(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    rows = [dict(r) for r in QTY_ROWS]
+    rows[299]["qty"] = 10  # the last file only: the first two files' bounds rule the violation out
+    code, report = wap.run(rows, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
+    result = report.checks[0]
+    assert code == 3 and result["failing_rows"] == 1 and result["decided_by"] == "pushdown", result
 
 
 def test_an_expression_violated_in_one_file_is_counted_exactly_from_that_file(wap, monkeypatch):
