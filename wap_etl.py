@@ -5818,15 +5818,16 @@ def violated_expression(spark, staged_df, c):
 def added_files_may_hold(table, snapshot_id, summary, expression):
     """Whether a file the snapshot added may hold a row meeting `expression` (Iceberg's), by its
     column bounds, null and NaN counts: Iceberg's own test (InclusiveMetricsEvaluator), the one its
-    scan planning prunes files with, so False means a filtered read of the batch would plan no
-    file at all, and no Spark job need run to find that. True when this cannot be told here: more
-    than MANY_FILES files (one job reads them faster), a schema changed since the write, an error."""
-    snapshot = table.snapshot(snapshot_id)
-    if (int(summary.get("added-data-files") or 0) > MANY_FILES
-            or (snapshot.schemaId() is not None and snapshot.schemaId() != table.schema().schemaId())):
-        return True
+    scan planning prunes files with. False means no such row exists, so the check needs no Spark
+    job. True whenever this cannot be told here: more than MANY_FILES files (one job reads them
+    faster), a schema id other than the table's (a conservative guard: bounds are keyed by field
+    id), or any error."""
     from pyspark import SparkContext
     try:
+        snapshot = table.snapshot(snapshot_id)
+        if (int(summary.get("added-data-files") or 0) > MANY_FILES
+                or (snapshot.schemaId() is not None and snapshot.schemaId() != table.schema().schemaId())):
+            return True
         evaluator = java(SparkContext._jvm, "org.apache.iceberg.expressions.InclusiveMetricsEvaluator")(
             table.schema(), expression, False)  # case-insensitive, as the job's reads bind names
         iterator = snapshot.addedDataFiles(table.io()).iterator()
