@@ -5795,7 +5795,9 @@ def violated_expression(spark, staged_df, c):
     if not all(isinstance(types[name], tuple(getattr(T, k) for k in EXACT_IN_ICEBERG))
                for name in referenced_columns(staged_df, [violation])):
         return None
-    try:  # Spark's and Iceberg's own translators; anything they cannot do is left to the scan
+    try:  # Spark's and Iceberg's own translators; anything they cannot do is left to the scan.
+        # The first Filter down the plan's first children is the violation (what Iceberg did not
+        # take itself, such as an identity-partition test, is a weaker filter: never a false proof)
         node = staged_df.filter(violation)._jdf.queryExecution().optimizedPlan()
         while node.nodeName() != "Filter" and node.children().size() > 0:
             node = node.children().apply(0)

@@ -223,12 +223,30 @@ def test_an_expression_files_without_bounds_cannot_prove_is_counted_by_a_filtere
     assert wap.run([{"id": 1000, "qty": 1, "x": 0.0}], checks=[])[0] == 0
     spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.metadata.metrics.column.qty'='counts')")
     monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
-    rows = [dict(r) for r in QTY_ROWS]
-    rows[40]["qty"] = 0  # in the first file: the others' rows would pass
-    code, report = wap.run(rows, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
+    code, report = wap.run(QTY_ROWS, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
+    result = report.checks[0]  # a clean batch: with bounds it would be proven by them
+    assert code == 0 and result["failing_rows"] == 0 and result["decided_by"] == "pushdown", result
+    bounds = spark.sql(f"SELECT readable_metrics.qty.lower_bound FROM {wap.sql}.files "
+                       "WHERE record_count > 1").collect()
+    assert len(bounds) == 3 and all(b[0] is None for b in bounds), bounds
+
+
+@pytest.mark.parametrize("why", ["more files than the driver tests", "no evaluator on this build"])
+def test_an_expression_the_driver_cannot_test_against_bounds_is_counted_by_a_filtered_read(wap, monkeypatch, why):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    if why == "more files than the driver tests":
+        monkeypatch.setattr(wap_etl, "MANY_FILES", 2)
+    else:
+        real = wap_etl.java
+
+        def java_without_the_evaluator(jvm, name):
+            if name.endswith("InclusiveMetricsEvaluator"):
+                raise RuntimeError(f"no {name} on this build")
+            return real(jvm, name)
+        monkeypatch.setattr(wap_etl, "java", java_without_the_evaluator)
+    code, report = wap.run(QTY_ROWS, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
     result = report.checks[0]
-    assert code == 3 and result["failing_rows"] == 1 and result["decided_by"] == "pushdown", result
-    assert [r["id"] for r in result["sample"]] == [40]
+    assert code == 0 and result["failing_rows"] == 0 and result["decided_by"] == "pushdown", result
 
 
 def test_an_expression_some_files_bounds_rule_out_is_still_counted_in_the_file_that_may_fail(wap, monkeypatch):
@@ -238,6 +256,7 @@ def test_an_expression_some_files_bounds_rule_out_is_still_counted_in_the_file_t
     code, report = wap.run(rows, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
     result = report.checks[0]
     assert code == 3 and result["failing_rows"] == 1 and result["decided_by"] == "pushdown", result
+    assert [r["id"] for r in result["sample"]] == [299]
 
 
 def test_an_expression_violated_in_one_file_is_counted_exactly_from_that_file(wap, monkeypatch):
