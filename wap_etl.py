@@ -5594,7 +5594,7 @@ def added_file_metrics(spark, t, table, snapshot_id, summary):
     columns = {f["name"].lower(): MetricsColumn(f["id"], f["type"]) for f in fields
                if isinstance(f["type"], str) and names[f["name"].lower()] == 1}  # nested, ambiguous: scanned
     snapshot = table.snapshot(snapshot_id)
-    if snapshot.schemaId() is not None and snapshot.schemaId() != table.schema().schemaId():
+    if not written_in_current_schema(table, snapshot):
         columns = {}  # changed since the write: a read of the snapshot types its columns as written
     if int(summary.get("added-data-files") or 0) > MANY_FILES:
         entries = added_entries(spark, t, snapshot_id).select(
@@ -5614,6 +5614,12 @@ def added_file_metrics(spark, t, table, snapshot_id, summary):
         files.append(FileMetrics(f.recordCount(), nulls, nans, {k: bytes.fromhex(v) for k, v in lower.items()},
                                  {k: bytes.fromhex(v) for k, v in upper.items()}))
     return columns, files
+
+
+def written_in_current_schema(table, snapshot):
+    """Whether the snapshot was written in the table's schema as it is now (or says nothing else):
+    only then do its files' metrics answer for the columns the audit reads."""
+    return snapshot.schemaId() is None or snapshot.schemaId() == table.schema().schemaId()
 
 
 # added files beyond which one Spark job reads their metrics faster than the driver (measured warm:
@@ -5827,8 +5833,7 @@ def added_files_may_hold(table, snapshot_id, summary, expression):
     from pyspark import SparkContext
     try:
         snapshot = table.snapshot(snapshot_id)
-        if (int(summary.get("added-data-files") or 0) > MANY_FILES
-                or (snapshot.schemaId() is not None and snapshot.schemaId() != table.schema().schemaId())):
+        if int(summary.get("added-data-files") or 0) > MANY_FILES or not written_in_current_schema(table, snapshot):
             return True
         evaluator = java(SparkContext._jvm, "org.apache.iceberg.expressions.InclusiveMetricsEvaluator")(
             table.schema(), expression, False)  # case-insensitive, as the job's reads bind names
@@ -5853,7 +5858,7 @@ def bounds_can_rule_out(expression):
     return op in ("FALSE", "IS_NULL", "LT", "LT_EQ", "GT", "GT_EQ", "EQ", "IN", "STARTS_WITH")
 
 
-def pushdown_candidates(staged_df, checks, proof, files_may_hold=lambda expression: True):
+def pushdown_candidates(staged_df, checks, proof, files_may_hold):
     """The checks a filtered read can count for less than a scan, as two {name: violation}
     filters: accepted_values checks the manifests could not decide (a string column of several
     values, say), which Iceberg tests against each Parquet row group's dictionary, and `expression`
