@@ -5507,6 +5507,7 @@ class Proof:
     total: int = None
     keys: dict = field(default_factory=dict)
     null_free: set = field(default_factory=set)
+    by_row_groups: set = field(default_factory=set)  # of `proven`: by the row groups, not the manifests
 
 
 def prove_from_metadata(spark, t, table, snapshot_id, summary, checks, unique_checks):
@@ -5790,8 +5791,7 @@ EXACT_IN_ICEBERG = ("IntegralType", "DecimalType", "DateType", "TimestampType", 
 
 def violated_expression(spark, staged_df, c):
     """An expression check's violation (NOT expr) as Iceberg's expression, if Iceberg can evaluate
-    all of it against file and row-group bounds: Spark must translate it to a data source
-    predicate and Iceberg must convert that, over columns both order alike. Else None, and the
+    all of it against file and row-group bounds, over columns both order alike. Else None, and the
     scan decides."""
     from pyspark.sql import functions as F, types as T
     if c.check != "expression" or c.where or c.action == "drop":
@@ -5801,10 +5801,24 @@ def violated_expression(spark, staged_df, c):
     if not all(isinstance(types[name], tuple(getattr(T, k) for k in EXACT_IN_ICEBERG))
                for name in referenced_columns(staged_df, [violation])):
         return None
-    try:  # Spark's and Iceberg's own translators; anything they cannot do is left to the scan.
-        # The first Filter down the plan's first children is the violation (what Iceberg did not
-        # take itself, such as an identity-partition test, is a weaker filter: never a false proof)
-        node = staged_df.filter(violation)._jdf.queryExecution().optimizedPlan()
+    converted = iceberg_filter(spark, staged_df, violation)
+    try:
+        pushable = converted is not None and bounds_can_rule_out(
+            java(spark.sparkContext._jvm, "org.apache.iceberg.expressions.Expressions").rewriteNot(converted))
+    except Exception as e:
+        log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
+        return None
+    return converted if pushable else None
+
+
+def iceberg_filter(spark, df, condition):
+    """A filter on df as Iceberg's expression: Spark's own translation of it to a data source
+    predicate, and Iceberg's conversion of that (what Iceberg's scan would be given). None if
+    either cannot take all of it, or on any error. The first Filter down the plan's first children
+    is the condition: what Iceberg took itself, such as an identity-partition test, leaves a
+    weaker filter there, so a proof from it is never false."""
+    try:
+        node = df.filter(condition)._jdf.queryExecution().optimizedPlan()
         while node.nodeName() != "Filter" and node.children().size() > 0:
             node = node.children().apply(0)
         if node.nodeName() != "Filter":
@@ -5813,14 +5827,11 @@ def violated_expression(spark, staged_df, c):
         strategy = jvm_class(jvm, "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy$"
                              ).getField("MODULE$").get(None)
         predicate = strategy.translateFilterV2(node.condition())
-        converted = (java(jvm, "org.apache.iceberg.spark.SparkV2Filters").convert(predicate.get())
-                     if predicate.isDefined() else None)
-        pushable = converted is not None and bounds_can_rule_out(
-            java(jvm, "org.apache.iceberg.expressions.Expressions").rewriteNot(converted))
+        return (java(jvm, "org.apache.iceberg.spark.SparkV2Filters").convert(predicate.get())
+                if predicate.isDefined() else None)
     except Exception as e:
-        log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
+        log.info("a filter not translated for Iceberg (%s); it is read instead", first_line(e))
         return None
-    return converted if pushable else None
 
 
 def added_files_may_hold(table, snapshot_id, summary, expression):
@@ -5845,6 +5856,95 @@ def added_files_may_hold(table, snapshot_id, summary, expression):
     except Exception as e:
         log.info("expression not tested against the added files' bounds (%s)", first_line(e))
         return True
+
+
+# added files up to which the driver reads their row groups' statistics and dictionaries itself
+# (measured warm, local files: 2 files 0.02-0.035 s, 20 files 0.21-0.35 s; the filtered read's
+# Spark job 0.18 and 0.35 s)
+ROW_GROUP_FILES = 8
+ICEBERG_PARQUET = "org.apache.iceberg.parquet."
+
+
+@functools.lru_cache(maxsize=4)
+def parquet_reader(jvm):
+    """(open, adapt): Parquet's ParquetFileReader.open as Iceberg's row-group filters take its
+    reader, and Iceberg's adapter from a FileIO file to Parquet's. Iceberg's runtime jar relocates
+    Parquet, so its package is read off the dictionary filter's own signature; the adapter
+    (ParquetIO.file, package-private, the one Iceberg's reader uses) is reached by reflection, so
+    the file is read through the table's own FileIO (S3FileIO on Glue)."""
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+
+    def load(name):
+        return jvm.java.lang.Class.forName(name, True, loader)
+    should_read = next(m for m in load(ICEBERG_PARQUET + "ParquetDictionaryRowGroupFilter").getMethods()
+                       if m.getName() == "shouldRead")
+    parquet = should_read.getParameterTypes()[0].getName().rsplit(".schema.", 1)[0]
+    from pyspark import SparkContext
+    types = SparkContext._gateway.new_array(jvm.java.lang.Class, 1)
+    types[0] = load("org.apache.iceberg.io.InputFile")
+    adapt = load(ICEBERG_PARQUET + "ParquetIO").getDeclaredMethod("file", types)
+    adapt.setAccessible(True)
+    return java(jvm, parquet + ".hadoop.ParquetFileReader").open, adapt
+
+
+def row_groups_may_hold(table, snapshot_id, summary, expressions):
+    """The names of `expressions` ({name: Iceberg expression}) that some row group of a file the
+    snapshot added may hold a row meeting, by the row group's own statistics and dictionaries,
+    tested as Iceberg's reader tests them to skip row groups (ParquetMetricsRowGroupFilter,
+    ParquetDictionaryRowGroupFilter, both in 1.7.1): each file's footer and the dictionary pages
+    of the columns tested are read in the driver, no data page and no Spark job. A name not
+    returned has no such row in the batch. Every name whenever this cannot be told here: more than
+    ROW_GROUP_FILES files (a Spark job reads them in parallel), a file not in Parquet or without
+    field ids, a schema changed since the write, or any error."""
+    from pyspark import SparkContext
+    jvm, names = SparkContext._jvm, set(expressions)
+    try:
+        snapshot = table.snapshot(snapshot_id)
+        if int(summary.get("added-data-files") or 0) > ROW_GROUP_FILES or not written_in_current_schema(table, snapshot):
+            return names
+        open_file, adapt = parquet_reader(jvm)
+        schema, io, may = table.schema(), table.io(), set()
+        tests = {name: [java(jvm, ICEBERG_PARQUET + kind)(schema, e, False)  # case-insensitive, as reads bind
+                        for kind in ("ParquetMetricsRowGroupFilter", "ParquetDictionaryRowGroupFilter")]
+                 for name, e in expressions.items()}
+        args, has_ids = SparkContext._gateway.new_array(jvm.java.lang.Object, 1), java(
+            jvm, ICEBERG_PARQUET + "ParquetSchemaUtil").hasIds
+        iterator = snapshot.addedDataFiles(io).iterator()
+        while iterator.hasNext() and may != names:
+            f = iterator.next()
+            if str(f.format()) != "PARQUET":
+                return names
+            args[0] = io.newInputFile(str(f.path()), f.fileSizeInBytes())
+            with closing(open_file(adapt.invoke(None, args))) as reader:
+                file_schema, groups = reader.getFileMetaData().getSchema(), reader.getRowGroups()
+                if not has_ids(file_schema):
+                    return names
+                for i in range(groups.size()):
+                    group = groups.get(i)
+                    dictionaries = reader.getDictionaryReader(group)
+                    may |= {name for name, (stats, dictionary) in tests.items() if name not in may
+                            and stats.shouldRead(file_schema, group)
+                            and dictionary.shouldRead(file_schema, group, dictionaries)}
+        return may
+    except Exception as e:
+        log.info("row groups not tested in the driver (%s); read instead", first_line(e))
+        return names
+
+
+def prove_by_row_groups(staged_df, table, snapshot_id, summary, candidates, proof):
+    """Decide the pushdown's candidates (pushdown_candidates) with no Spark job where the row
+    groups' statistics and dictionaries show that no staged row violates them: those are proven
+    in `proof` (decided_by: row_groups). Returns the candidates left for the filtered reads."""
+    spark = staged_df.sparkSession
+    expressions = {name: iceberg_filter(spark, staged_df, violation)
+                   for group in candidates for name, violation in group.items()}
+    expressions = {name: e for name, e in expressions.items() if e is not None}
+    if not expressions:
+        return candidates
+    proven = set(expressions) - row_groups_may_hold(table, snapshot_id, summary, expressions)
+    proof.proven.update(dict.fromkeys(proven))
+    proof.by_row_groups |= proven
+    return tuple({name: v for name, v in group.items() if name not in proven} for group in candidates)
 
 
 def bounds_can_rule_out(expression):
@@ -5976,6 +6076,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
                 added_files_may_hold, table, proof_snapshot, summary))
             rest = left_to_scan(checks, proof, {n for v in candidates for n in v})
             if added > FOLD_PUSHDOWN_ROWS or len(row_metrics(rest)) == 1:
+                candidates = prove_by_row_groups(staged_df, table, proof_snapshot, summary, candidates, proof)
                 pushed = prove_by_pushdown(staged_df, checks, candidates)
     scanned = left_to_scan(checks, proof, pushed)
     aggs = row_metrics(checks if metrics is not None else scanned)
@@ -6000,8 +6101,9 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
             result = dict(check_result(c, dropped if limited else 0, read), decided_by="scan")
             result["failing_rows"] = dropped
             result["failing_fraction"] = round(dropped / read, 6) if read else 0.0
-        elif c.name in proof.proven and c.row_level:  # no file can hold a failing row
-            result = dict(check_result(c, 0, a.total), decided_by="metadata")
+        elif c.name in proof.proven and c.row_level:  # no file (or row group) can hold a failing row
+            result = dict(check_result(c, 0, a.total),
+                          decided_by="row_groups" if c.name in proof.by_row_groups else "metadata")
         elif c.name in pushed:  # counted in the row groups that could hold a failing row
             result = dict(check_result(c, pushed[c.name], a.total), decided_by="pushdown")
         else:

@@ -65,6 +65,7 @@ def test_a_small_batch_is_audited_in_one_scan_without_pushdown_reads(wap, monkey
     small_jobs = report.spark_jobs["audit"]
     monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # the large-batch path, for comparison
     monkeypatch.setattr(wap_etl, "FOLD_PUSHDOWN_ROWS", 0)
+    monkeypatch.setattr(wap_etl, "ROW_GROUP_FILES", 0)  # its pushdown reads, not the driver's row-group test
     code, report = wap.run(daily(200), checks=BENCH_CHECKS)
     assert code == 0 and {r["name"]: r for r in report.checks}["accepted_values_status"]["decided_by"] == "pushdown"
     assert small_jobs < report.spark_jobs["audit"], (small_jobs, report.spark_jobs)

@@ -120,17 +120,21 @@ def audit_reading(spark, monkeypatch):
     return read
 
 
+@pytest.mark.parametrize("driver_files, decided_by", [(8, "row_groups"), (0, "pushdown")])
 def test_value_checks_the_manifests_cannot_decide_are_decided_by_row_group_dictionaries(
-        wap, spark, monkeypatch):
+        wap, spark, monkeypatch, driver_files, decided_by):
+    monkeypatch.setattr(wap_etl, "ROW_GROUP_FILES", driver_files)  # 0: by the filtered read
     monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
     read = audit_reading(spark, monkeypatch)
     rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3], "k": [1, 3, 5, 7, 9][i % 5]}
             for i in range(3000)]
     code, report = wap.run(rows, checks=VALUE_CHECKS)
     assert code == 0, report.error
-    assert [c["decided_by"] for c in report.checks] == ["pushdown", "pushdown"]
+    assert [c["decided_by"] for c in report.checks] == [decided_by] * 2
     files = spark.sql(f"SELECT count(*) FROM {wap.sql}.files").first()[0]
     assert files == 3 and read[0][1] <= files, "only manifest entries were read, no data row"
+    if decided_by == "row_groups":  # the footers and dictionaries, read in the driver
+        assert report.spark_jobs["audit"] == 0 and read[0][1] == 0, (report.spark_jobs, read)
 
 
 @pytest.mark.parametrize("mode", ["append", "overwrite_partitions"])
@@ -219,13 +223,18 @@ def test_an_expression_over_a_partition_column_finds_the_violation_in_its_partit
     assert [r["id"] for r in result["sample"]] == [11]
 
 
-def test_an_expression_files_without_bounds_cannot_prove_is_counted_by_a_filtered_read(wap, spark, monkeypatch):
+@pytest.mark.parametrize("driver_files, decided_by", [(8, "row_groups"), (0, "pushdown")])
+def test_an_expression_files_without_bounds_cannot_prove_is_counted_by_a_filtered_read(wap, spark, monkeypatch,
+                                                                                       driver_files, decided_by):
+    """Without bounds in the manifests, the row groups' own statistics (Parquet's, in each file's
+    footer) still prove it in the driver; without that, the filtered read counts it."""
+    monkeypatch.setattr(wap_etl, "ROW_GROUP_FILES", driver_files)
     assert wap.run([{"id": 1000, "qty": 1, "x": 0.0}], checks=[])[0] == 0
     spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.metadata.metrics.column.qty'='counts')")
     monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
     code, report = wap.run(QTY_ROWS, checks=[{"check": "expression", "expr": "qty >= 1 AND qty <= 9"}])
     result = report.checks[0]  # a clean batch: with bounds it would be proven by them
-    assert code == 0 and result["failing_rows"] == 0 and result["decided_by"] == "pushdown", result
+    assert code == 0 and result["failing_rows"] == 0 and result["decided_by"] == decided_by, result
     bounds = spark.sql(f"SELECT readable_metrics.qty.lower_bound FROM {wap.sql}.files "
                        "WHERE record_count > 1").collect()
     assert len(bounds) == 3 and all(b[0] is None for b in bounds), bounds
@@ -236,11 +245,12 @@ def test_an_expression_the_driver_cannot_test_against_bounds_is_counted_by_a_fil
     monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
     if why == "more files than the driver tests":
         monkeypatch.setattr(wap_etl, "MANY_FILES", 2)
+        monkeypatch.setattr(wap_etl, "ROW_GROUP_FILES", 2)
     else:
         real = wap_etl.java
 
         def java_without_the_evaluator(jvm, name):
-            if name.endswith("InclusiveMetricsEvaluator"):
+            if name.endswith(("InclusiveMetricsEvaluator", "RowGroupFilter")):
                 raise RuntimeError(f"no {name} on this build")
             return real(jvm, name)
         monkeypatch.setattr(wap_etl, "java", java_without_the_evaluator)
@@ -325,7 +335,7 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
     """A property over seeded random batches: with or without the metadata proof, every check
     reaches the same verdict and failing-row count."""
     rng = random.Random(20261122)
-    by_metadata = by_pushdown = 0
+    by_metadata = by_pushdown = by_row_groups = 0
     for trial in range(10):
         n = rng.randint(1, 40)
         rows = [{"id": trial * 100 + i,
@@ -357,8 +367,10 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
         proven, scanned = proven_and_scanned(wap, spark, path, checks, f"t{trial}")
         by_metadata += sum(r["decided_by"] == "metadata" for r in proven)
         by_pushdown += sum(r["decided_by"] == "pushdown" for r in proven)
+        by_row_groups += sum(r["decided_by"] == "row_groups" for r in proven)
     assert by_metadata >= 6, "the proof decided checks in the trials, not only the scan"
     assert by_pushdown >= 2, "row group dictionaries decided checks in the trials"
+    assert by_row_groups >= 1, "row groups tested in the driver decided checks in the trials"
 
 
 def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):

@@ -29,13 +29,16 @@ def audit_reading(spark, monkeypatch):
     return read
 
 
-def test_a_literal_alternation_regex_on_a_clean_batch_reads_no_data_row(wap, spark, monkeypatch):
+@pytest.mark.parametrize("driver_files, decided_by", [(8, "row_groups"), (0, "pushdown")])
+def test_a_literal_alternation_regex_on_a_clean_batch_reads_no_data_row(wap, spark, monkeypatch, driver_files,
+                                                                        decided_by):
+    monkeypatch.setattr(wap_etl, "ROW_GROUP_FILES", driver_files)  # 0: the filtered read
     monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
     read = audit_reading(spark, monkeypatch)
     rows = [{"id": i, "origin": ["EWR", "JFK", "LGA"][i % 3]} for i in range(3000)]
     code, report = wap.run(rows, checks=[AIRPORT])
     assert code == 0, report.error
-    assert report.checks[0]["decided_by"] == "pushdown" and report.checks[0]["passed"]
+    assert report.checks[0]["decided_by"] == decided_by and report.checks[0]["passed"]
     assert read[0][1] <= 3, "only manifest entries were read, no data row"
 
 
