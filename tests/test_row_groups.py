@@ -91,16 +91,38 @@ def test_a_value_check_whose_column_outgrew_its_dictionary_is_counted_by_the_fil
     assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks
 
 
+def files_opened(monkeypatch):
+    """The files the driver opens to test their row groups, listed as it opens them."""
+    opened, real = [], wap_etl.file_may_hold
+    monkeypatch.setattr(wap_etl, "file_may_hold", lambda *a: opened.append(a[-1][0]) or real(*a))
+    return opened
+
+
+STATUS = {"check": "accepted_values", "column": "status", "values": ["new", "paid", "shipped"]}
+
+
 def test_value_checks_on_an_orc_table_are_counted_by_the_filtered_read(wap, spark, monkeypatch):
     assert wap.run([{"id": -1, "status": "new"}], checks=[])[0] == 0
     spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.format.default'='orc')")
     monkeypatch.setattr(wap_etl, "transform", lambda df: df.repartitionByRange(3, "id"))
+    opened = files_opened(monkeypatch)
     rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3]} for i in range(3000)]
-    code, report = wap.run(rows, checks=[{"check": "accepted_values", "column": "status",
-                                          "values": ["new", "paid", "shipped"]}])
+    code, report = wap.run(rows, checks=[STATUS])
     formats = {r[0] for r in spark.sql(f"SELECT file_format FROM {wap.sql}.files").collect()}
     assert "ORC" in formats, formats
     assert code == 0 and report.checks[0]["decided_by"] == "pushdown", report.checks
+    assert opened == [], "no ORC file is opened as Parquet"
+
+
+def test_value_checks_are_proven_from_the_row_groups_in_overwrite_partitions_mode(wap, monkeypatch):
+    assert wap.run([{"id": -1, "day": 9, "status": "new"}], checks=[], partition_by="day")[0] == 0
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.repartitionByRange(3, "id"))
+    rows = [{"id": i, "day": i % 2, "status": ["new", "paid", "shipped"][i % 3]} for i in range(3000)]
+    code, report = wap.run(rows, checks=[STATUS], mode="overwrite_partitions")
+    assert code == 0 and report.checks[0]["decided_by"] == "row_groups", report.checks
+    rows[2500]["status"] = "lost"
+    code, report = wap.run(rows, checks=[STATUS], mode="overwrite_partitions")
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks
 
 
 def test_a_batch_of_more_files_than_the_driver_reads_is_counted_by_the_filtered_read(wap, monkeypatch):
@@ -110,3 +132,20 @@ def test_a_batch_of_more_files_than_the_driver_reads_is_counted_by_the_filtered_
     code, report = wap.run(rows, checks=[{"check": "accepted_values", "column": "status",
                                           "values": ["new", "paid", "shipped"]}])
     assert code == 0 and report.checks[0]["decided_by"] == "pushdown", report.checks
+
+
+def test_more_row_groups_than_the_driver_reads_are_counted_by_the_filtered_read(wap, spark, monkeypatch):
+    one_file_of_small_row_groups(wap, spark, monkeypatch)
+    monkeypatch.setattr(wap_etl, "ROW_GROUP_LIMIT", 3)
+    code, report = wap.run(gap_rows(), checks=[GAP])
+    assert len(row_groups_of_staged_file(spark, wap)) > 3
+    assert code == 0 and report.checks[0]["decided_by"] == "pushdown", report.checks
+
+
+def test_a_list_holding_the_replacement_character_is_not_tested_against_dictionaries(wap, monkeypatch):
+    """Iceberg decodes a dictionary's malformed UTF-8 as U+FFFD, which Spark compares as bytes."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.repartitionByRange(3, "id"))
+    rows = [{"id": i, "status": ["new", "paid"][i % 2]} for i in range(3000)]
+    code, report = wap.run(rows, checks=[{"check": "accepted_values", "column": "status",
+                                          "values": ["new", "paid", "\ufffd"]}])
+    assert code == 0 and report.checks[0]["decided_by"] == "scan", report.checks
