@@ -5792,7 +5792,8 @@ EXACT_IN_ICEBERG = ("IntegralType", "DecimalType", "DateType", "TimestampType", 
 
 def violated_expression(spark, staged_df, c):
     """An expression check's violation (NOT expr) as Iceberg's expression, if Iceberg can evaluate
-    all of it against file and row-group bounds, over columns both order alike. Else None, and the
+    all of it against file and row-group bounds: Spark must translate it to a data source
+    predicate and Iceberg must convert that, over columns both order alike. Else None, and the
     scan decides."""
     from pyspark.sql import functions as F, types as T
     if c.check != "expression" or c.where or c.action == "drop":
@@ -5802,24 +5803,10 @@ def violated_expression(spark, staged_df, c):
     if not all(isinstance(types[name], tuple(getattr(T, k) for k in EXACT_IN_ICEBERG))
                for name in referenced_columns(staged_df, [violation])):
         return None
-    converted = iceberg_filter(spark, staged_df, violation)
-    try:
-        pushable = converted is not None and bounds_can_rule_out(
-            java(spark.sparkContext._jvm, "org.apache.iceberg.expressions.Expressions").rewriteNot(converted))
-    except Exception as e:
-        log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
-        return None
-    return converted if pushable else None
-
-
-def iceberg_filter(spark, df, condition):
-    """A filter on df as Iceberg's expression: Spark's own translation of it to a data source
-    predicate, and Iceberg's conversion of that (what Iceberg's scan would be given). None if
-    either cannot take all of it, or on any error. The first Filter down the plan's first children
-    is the condition: what Iceberg took itself, such as an identity-partition test, leaves a
-    weaker filter there, so a proof from it is never false."""
-    try:
-        node = df.filter(condition)._jdf.queryExecution().optimizedPlan()
+    try:  # Spark's and Iceberg's own translators; anything they cannot do is left to the scan.
+        # The first Filter down the plan's first children is the violation (what Iceberg did not
+        # take itself, such as an identity-partition test, is a weaker filter: never a false proof)
+        node = staged_df.filter(violation)._jdf.queryExecution().optimizedPlan()
         while node.nodeName() != "Filter" and node.children().size() > 0:
             node = node.children().apply(0)
         if node.nodeName() != "Filter":
@@ -5828,11 +5815,14 @@ def iceberg_filter(spark, df, condition):
         strategy = jvm_class(jvm, "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy$"
                              ).getField("MODULE$").get(None)
         predicate = strategy.translateFilterV2(node.condition())
-        return (java(jvm, "org.apache.iceberg.spark.SparkV2Filters").convert(predicate.get())
-                if predicate.isDefined() else None)
+        converted = (java(jvm, "org.apache.iceberg.spark.SparkV2Filters").convert(predicate.get())
+                     if predicate.isDefined() else None)
+        pushable = converted is not None and bounds_can_rule_out(
+            java(jvm, "org.apache.iceberg.expressions.Expressions").rewriteNot(converted))
     except Exception as e:
-        log.info("a filter not translated for Iceberg (%s); it is read instead", first_line(e))
+        log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
         return None
+    return converted if pushable else None
 
 
 def added_files_may_hold(table, snapshot_id, summary, expression):
@@ -5978,17 +5968,14 @@ def file_may_hold(jvm, io, tests, budget, file):
     return may
 
 
-def prove_by_row_groups(staged_df, table, snapshot_id, summary, candidates, proof):
+def prove_by_row_groups(table, snapshot_id, summary, candidates, violations, proof):
     """Decide the pushdown's candidates (pushdown_candidates) with no Spark job where the row
-    groups' statistics and dictionaries show that no staged row violates them: those are proven
-    in `proof` (decided_by: row_groups). Returns the candidates left for the filtered reads."""
-    spark = staged_df.sparkSession
-    expressions = {name: iceberg_filter(spark, staged_df, violation)
-                   for group in candidates for name, violation in group.items()}
-    expressions = {name: e for name, e in expressions.items() if e is not None}
-    if not expressions:
+    groups' statistics and dictionaries show that no staged row violates them (`violations`:
+    {name: Iceberg's expression of its violation}): those are proven in `proof` (decided_by:
+    row_groups). Returns the candidates left for the filtered reads."""
+    if not violations:
         return candidates
-    proven = set(expressions) - row_groups_may_hold(table, snapshot_id, summary, expressions)
+    proven = set(violations) - row_groups_may_hold(table, snapshot_id, summary, violations)
     proof.proven.update(dict.fromkeys(proven))
     proof.by_row_groups |= proven
     return tuple({name: v for name, v in group.items() if name not in proven} for group in candidates)
@@ -6013,11 +6000,13 @@ def pushdown_candidates(staged_df, checks, proof, files_may_hold):
     columns the manifests show without NULLs take part in the first: Iceberg's dictionary test
     gives up on a row group holding a NULL. An expression whose violation no added file's bounds
     admit (`files_may_hold` of Iceberg's form of it is False) is proven here instead, in `proof`:
-    the filtered read would plan no file."""
+    the filtered read would plan no file. Also returns each candidate's violation as Iceberg's
+    expression, for the row groups' test (`value NOT IN (...)`, built directly: the column holds
+    no NULL, so it is Spark's filter exactly)."""
     from pyspark.sql import functions as F
     spark = staged_df.sparkSession
     types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
-    by_dictionary, by_bounds = {}, {}
+    by_dictionary, by_bounds, violations = {}, {}, {}
     for c in checks:
         if c.name in proof.proven:
             continue
@@ -6025,13 +6014,15 @@ def pushdown_candidates(staged_df, checks, proof, files_may_hold):
             v = pushed_violation(c, types.get(c.column.lower()))
             if v is not None:
                 by_dictionary[c.name] = v
+                violations[c.name] = java(spark.sparkContext._jvm, "org.apache.iceberg.expressions.Expressions").notIn(
+                    c.column, [x for x in accepted(c) if x is not None])
         elif c.check == "expression":
             expression = violated_expression(spark, staged_df, c)
             if expression is not None and not files_may_hold(expression):
                 proof.proven[c.name] = None
             elif expression is not None:
-                by_bounds[c.name] = ~F.expr(c.expr)
-    return by_dictionary, by_bounds
+                by_bounds[c.name], violations[c.name] = ~F.expr(c.expr), expression
+    return (by_dictionary, by_bounds), violations
 
 
 def prove_by_pushdown(staged_df, checks, candidates):
@@ -6119,11 +6110,11 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
         else:
             proof = prove_from_metadata(spark, t, table, proof_snapshot, summary, checks,
                                         [c for c in checks if c.check == "unique" and not c.where])
-            candidates = pushdown_candidates(staged_df, checks, proof, functools.partial(
+            candidates, violations = pushdown_candidates(staged_df, checks, proof, functools.partial(
                 added_files_may_hold, table, proof_snapshot, summary))
             rest = left_to_scan(checks, proof, {n for v in candidates for n in v})
             if added > FOLD_PUSHDOWN_ROWS or len(row_metrics(rest)) == 1:
-                candidates = prove_by_row_groups(staged_df, table, proof_snapshot, summary, candidates, proof)
+                candidates = prove_by_row_groups(table, proof_snapshot, summary, candidates, violations, proof)
                 pushed = prove_by_pushdown(staged_df, checks, candidates)
     scanned = left_to_scan(checks, proof, pushed)
     aggs = row_metrics(checks if metrics is not None else scanned)
