@@ -1876,13 +1876,6 @@ _KEYWORDS = {"between", "not", "in", "matches", "with", "where", "and", "or", "o
 MAX_NOW_OFFSET = 100_000  # (now() - N days): N beyond this overflows Spark's timestamps in hours
 _UNITS = {"minute": "MINUTES", "minutes": "MINUTES", "hour": "HOURS", "hours": "HOURS",
           "day": "DAYS", "days": "DAYS"}
-_ALL_RULE_TYPES = {  # every DQDL rule type, so a missing comma before one is reported as such
-    "AggregateMatch", "ColumnCorrelation", "ColumnCount", "ColumnDataType", "ColumnExists",
-    "ColumnLength", "ColumnNamesMatchPattern", "ColumnValues", "Completeness", "CustomSql",
-    "DataFreshness", "DatasetMatch", "DistinctValuesCount", "Entropy", "IsComplete", "IsPrimaryKey",
-    "IsUnique", "Mean", "ReferentialIntegrity", "RowCount", "RowCountMatch", "StandardDeviation",
-    "Sum", "SchemaMatch", "Uniqueness", "UniqueValueRatio", "Variance", "DetectAnomalies",
-    "FileFreshness", "FileMatch", "FileUniqueness", "FileSize"}
 
 
 class _Parser:
@@ -2392,7 +2385,7 @@ def evaluate_dynamic(expr, history):
 
 def _is_param(tok):
     return tok.kind == "string" or (tok.kind == "word" and tok.text.lower() not in _KEYWORDS
-                                    and tok.text not in _ALL_RULE_TYPES)
+                                    and tok.text not in _HANDLERS)  # a rule type: a missing comma before it
 
 
 def _describe(tok):
@@ -2495,9 +2488,12 @@ def _threshold(rule):
     return {"threshold": {"op": cond.op, "values": [a.value for a in cond.args]}}
 
 
-def _is_complete(rule):
-    _no_condition(rule)
-    return {"check": "not_null", "column": _columns(rule)}
+def _plain(check, one=True):
+    """IsComplete, IsUnique, IsPrimaryKey, ColumnExists: a check of the rule's column(s), no condition."""
+    def rule_to_check(rule):
+        _no_condition(rule)
+        return {"check": check, "column" if one else "columns": _columns(rule, one)}
+    return rule_to_check
 
 
 def _completeness(rule):
@@ -2524,11 +2520,6 @@ def _completeness(rule):
     return _stat(column, "null_fraction", flipped)
 
 
-def _is_unique(rule):
-    _no_condition(rule)
-    return {"check": "unique", "columns": _columns(rule, one=False)}
-
-
 def _uniqueness(rule):
     # Uniqueness = rows whose value occurs exactly once / all rows; in Deequ, which Glue DQ builds
     # on, NULL rows count in the denominator only, so this is not 1 - the unique check's failing
@@ -2536,21 +2527,11 @@ def _uniqueness(rule):
     return _stat(_columns(rule, one=False), "unique_fraction", _bounds(rule))
 
 
-def _is_primary_key(rule):
-    _no_condition(rule)
-    return {"check": "primary_key", "columns": _columns(rule, one=False)}
-
-
 def _column_names_match_pattern(rule):
     _no_condition(rule)
     if len(rule.params) != 1 or rule.params[0].kind != "string":
         raise _error(rule.tok, "ColumnNamesMatchPattern takes one quoted regular expression")
     return {"check": "column_names", "pattern": rule.params[0].text[1:-1]}  # raw: the regex's
-
-
-def _column_exists(rule):
-    _no_condition(rule)
-    return {"check": "column_exists", "column": _columns(rule)}
 
 
 _TYPES = {"boolean": "boolean", "date": "date", "timestamp": "timestamp", "integer": "int",
@@ -2736,12 +2717,11 @@ def _batch_alias(sql):
 
 
 def _custom_sql(rule):
-    if len(rule.params) != 1 or rule.params[0].kind != "string":
-        raise _error(rule.tok, "CustomSql takes one quoted SQL statement")
+    query, = _strings(rule, "one quoted SQL statement", 1)
     if rule.cond is None:
         raise _error(rule.tok, "CustomSql without a condition (the row-level form) is not "
                                "supported; compare a single value, e.g. CustomSql \"...\" > 0")
-    return {"check": "sql", "query": _batch_alias(rule.params[0].value), **_bounds(rule)}
+    return {"check": "sql", "query": _batch_alias(query), **_bounds(rule)}
 
 
 def _referential_integrity(rule):
@@ -2964,8 +2944,8 @@ def _detect_anomalies(rule):
 
 
 _HANDLERS = {
-    "IsComplete": _is_complete, "Completeness": _completeness, "IsUnique": _is_unique,
-    "Uniqueness": _uniqueness, "IsPrimaryKey": _is_primary_key, "ColumnExists": _column_exists,
+    "IsComplete": _plain("not_null"), "Completeness": _completeness, "IsUnique": _plain("unique", one=False),
+    "Uniqueness": _uniqueness, "IsPrimaryKey": _plain("primary_key", one=False), "ColumnExists": _plain("column_exists"),
     "ColumnDataType": _column_data_type, "ColumnValues": _column_values,
     "ColumnLength": _column_length, "RowCount": _row_count, "Mean": _stat_rule("mean"),
     "Sum": _stat_rule("sum"), "StandardDeviation": _stat_rule("stddev_pop"),
@@ -3009,12 +2989,6 @@ def _recorded(stat, columns=1):
     return specs
 
 
-def _custom_sql_analyzer(rule):
-    if len(rule.params) != 1 or rule.params[0].kind != "string":
-        raise _error(rule.tok, "CustomSql takes one quoted SQL statement")
-    return [{"check": "sql", "query": _batch_alias(rule.params[0].value)}]
-
-
 # Analyzers = [ ... ]: each becomes checks with action record (measured, in the ledger, no verdict).
 _ANALYZERS = {
     "RowCount": _recorded("row_count", 0), "ColumnCount": _recorded("column_count", 0),
@@ -3023,7 +2997,7 @@ _ANALYZERS = {
     "Variance": _recorded("variance"), "Entropy": _recorded("entropy"), "ColumnValues": _recorded(("min", "max")),
     "DistinctValuesCount": _recorded("distinct_count", None), "UniqueValueRatio": _recorded("unique_value_ratio"),
     "ColumnCorrelation": _recorded("correlation", 2), "ColumnLength": _recorded(("min_length", "max_length")),
-    "CustomSql": _custom_sql_analyzer,
+    "CustomSql": lambda rule: [{"check": "sql", "query": _batch_alias(*_strings(rule, "one quoted SQL statement", 1))}],
     "AllStatistics": lambda rule: [{"check": "profile", "column": _columns(rule)}]}
 
 
