@@ -1905,6 +1905,14 @@ class _Parser:
             raise _error(tok, f"expected '{text}' but found {_describe(tok)}")
         return tok
 
+    def separated(self, item):
+        """item, item, ...: one or more, between commas."""
+        items = [item()]
+        while self.at(","):
+            self.take()
+            items.append(item())
+        return items
+
     def ruleset(self):
         """The grammar's document: Metadata? DataSources? variables DefaultLabels? then Rules,
         Analyzers or both."""
@@ -1953,10 +1961,7 @@ class _Parser:
         if self.at("]"):
             self.take()
             return []
-        items = [item()]
-        while self.at(","):
-            self.take()
-            items.append(item())
+        items = self.separated(item)
         tok = self.take()
         if tok.text != "]":
             raise _error(tok, f"expected ',' or ']' but found {_describe(tok)}")
@@ -2006,10 +2011,7 @@ class _Parser:
         """A quoted string, or [ "a", "b" ] where the key takes a list."""
         tok = self.take()
         if is_list and tok.text == "[":
-            values = [self.section_value(False)]
-            while self.at(","):
-                self.take()
-                values.append(self.section_value(False))
+            values = self.separated(lambda: self.section_value(False))
             self.expect("]")
             return values
         if tok.kind != "string" or is_list:
@@ -2025,10 +2027,7 @@ class _Parser:
             raise _error(name, f"variable {name.text} is defined twice")
         if self.at("["):
             self.take()
-            values = [self.string_value()]
-            while self.at(","):
-                self.take()
-                values.append(self.string_value())
+            values = self.separated(self.string_value)
             self.expect("]")
         else:
             values = self.string_value()
@@ -2198,10 +2197,7 @@ class _Parser:
                 args = [args]
         elif op in ("in", "not in"):
             self.expect("[")
-            args = [self.operand()]
-            while self.at(","):
-                self.take()
-                args.append(self.operand())
+            args = self.separated(self.operand)
             self.expect("]")
         elif op in ("matches", "not matches"):
             pattern = self.take()
@@ -2298,10 +2294,7 @@ class _Parser:
             if tok.text not in _FUNCTIONS:
                 raise _error(tok, f"unknown function {tok.text}(); known: {', '.join(_FUNCTIONS)}")
             self.expect("(")
-            args = [self.number(top=False)]
-            while self.at(","):
-                self.take()
-                args.append(self.number(top=False))
+            args = self.separated(lambda: self.number(top=False))
             self.expect(")")
             kinds = [_kind_of(a) for a in args]
             if kinds != _FUNCTIONS[tok.text][0] or (tok.text == "last" and not (
@@ -2687,17 +2680,24 @@ def _stat(column, stat, bounds):
     return {"check": "stat", **columns, "stat": stat, **bounds}
 
 
+def _stat_columns(rule, columns):
+    """The columns a statistic's rule names: `columns` of them (1, 2, ...; None: one or more), or
+    none for 0 (a statistic of the table): then None."""
+    if columns == 0:
+        if rule.params:
+            raise _error(rule.params[0], f"{rule.tok.text} takes no column")
+        return None
+    names = _columns(rule, one=columns == 1)
+    if columns not in (1, None) and len(names) != columns:
+        raise _error(rule.tok, f"{rule.tok.text} takes {columns} columns, got {len(names)}")
+    return names
+
+
 def _stat_rule(stat, columns=1):
     """A rule that is a statistic of `columns` columns (0: of the table, None: one or more)."""
     def rule_to_check(rule):
-        if columns == 0:
-            if rule.params:
-                raise _error(rule.params[0], f"{rule.tok.text} takes no column")
-            return {"check": "stat", "stat": stat, **_bounds(rule)}
-        names = _columns(rule, one=columns == 1)
-        if columns not in (1, None) and len(names) != columns:
-            raise _error(rule.tok, f"{rule.tok.text} takes {columns} columns, got {len(names)}")
-        return _stat(names, stat, _bounds(rule))
+        names = _stat_columns(rule, columns)
+        return {"check": "stat", "stat": stat, **_bounds(rule)} if names is None else _stat(names, stat, _bounds(rule))
     return rule_to_check
 
 
@@ -2976,13 +2976,9 @@ def _recorded(stat, columns=1):
     """An analyzer of a statistic (or a tuple of them) of `columns` columns (0: of the table,
     None: one or more)."""
     def specs(rule):
-        if columns == 0:
-            if rule.params:
-                raise _error(rule.params[0], f"{rule.tok.text} takes no column")
+        names = _stat_columns(rule, columns)
+        if names is None:
             return [{"check": "row_count"} if stat == "row_count" else {"check": "stat", "stat": stat}]
-        names = _columns(rule, one=columns == 1)
-        if columns not in (1, None) and len(names) != columns:
-            raise _error(rule.tok, f"{rule.tok.text} takes {columns} columns, got {len(names)}")
         if isinstance(stat, tuple):
             return [{**_stat(names, one, {}), "part": one} for one in stat]
         return [_stat(names, stat, {})]
@@ -5269,10 +5265,7 @@ def outside_bounds(c, value):
 
 def audit_stat(a, c):
     """The statistic within min/max, or under its condition."""
-    value = measure(a, c)
-    result = check_result(c, None, a.in_rows(c), observed=value,
-                          detail="no values" if value is None else outside_bounds(c, value))
-    return measured_as(c, result)
+    return judged(a, c, measure(a, c), "no values")
 
 
 def measured_as(c, result):
@@ -5363,8 +5356,8 @@ def audit_relationship(a, c):
 
 
 def judged(a, c, value, missing):
-    """A ratio or share under the check's condition, recorded as its metric; `missing` says why
-    there is no value."""
+    """A measured value (a statistic, a query's, a ratio or share) under the check's condition,
+    recorded as its metric; `missing` says why there is no value."""
     detail = missing if value is None else outside_bounds(c, value)
     return measured_as(c, check_result(c, None, a.total, observed=value, detail=detail))
 
@@ -5432,8 +5425,7 @@ def audit_dataset_match(a, c):
 
 def audit_sql(a, c):
     """The query's value within min/max or under its condition."""
-    value, why = sql_value(a, c)
-    return measured_as(c, check_result(c, None, a.total, observed=value, detail=why or outside_bounds(c, value)))
+    return judged(a, c, *sql_value(a, c))
 
 
 def sql_value(a, c):
@@ -5869,6 +5861,10 @@ class Budget:
             self.left -= n
             return self.left >= 0
 
+    def stop(self):
+        with self.lock:
+            self.left = -1
+
 
 def row_groups_may_hold(table, snapshot_id, summary, expressions):
     """The names of `expressions` ({name: Iceberg expression}) that some row group of a file the
@@ -5900,6 +5896,8 @@ def row_groups_may_hold(table, snapshot_id, summary, expressions):
         tests, may = {}, set()
         for name, e in expressions.items():
             try:  # case-insensitive, as the job's reads bind names
+                if isinstance(e, NotIn):
+                    e = java(jvm, "org.apache.iceberg.expressions.Expressions").notIn(e.column, e.values)
                 tests[name] = [java(jvm, ICEBERG_PARQUET + kind)(table.schema(), e, False)
                                for kind in ("ParquetMetricsRowGroupFilter", "ParquetDictionaryRowGroupFilter")]
             except Exception as error:
@@ -5920,26 +5918,33 @@ def file_may_hold(jvm, io, tests, budget, file):
     """The names of `tests` ({name: [row-group filters]}) that some row group of one Parquet file
     (location, size, records) may hold a row of. Raises RowGroupsUntested for a file without field
     ids, rows other than its manifest entry counts, or more row groups than the `budget` (shared by
-    the files read side by side) has left."""
+    the files read side by side) has left; after any error the budget is spent, so the other
+    readers stop before their next file (the filtered read decides anyway)."""
     from pyspark import SparkContext
-    open_file, adapt = parquet_reader(jvm)
-    args = SparkContext._gateway.new_array(jvm.java.lang.Object, 1)
-    args[0] = io.newInputFile(file[0], file[1])
-    may = set()
-    with closing(open_file(adapt.invoke(None, args))) as reader:
-        file_schema, groups = reader.getFileMetaData().getSchema(), reader.getRowGroups()
-        if not budget.take(groups.size()) or not java(jvm, ICEBERG_PARQUET + "ParquetSchemaUtil").hasIds(file_schema):
-            raise RowGroupsUntested(f"{file[0]}: too many row groups, or no field ids")
-        rows = 0
-        for i in range(groups.size()):
-            group = groups.get(i)
-            rows += group.getRowCount()
-            dictionaries = reader.getDictionaryReader(group)
-            may |= {name for name, (stats, dictionary) in tests.items() if name not in may
-                    and stats.shouldRead(file_schema, group) and dictionary.shouldRead(file_schema, group, dictionaries)}
-        if rows != file[2]:
-            raise RowGroupsUntested(f"{file[0]}: {rows} rows in its row groups, {file[2]} in its entry")
-    return may
+    if not budget.take(0):
+        raise RowGroupsUntested("another file could not be tested")
+    try:
+        open_file, adapt = parquet_reader(jvm)
+        args = SparkContext._gateway.new_array(jvm.java.lang.Object, 1)
+        args[0] = io.newInputFile(file[0], file[1])
+        may = set()
+        with closing(open_file(adapt.invoke(None, args))) as reader:
+            file_schema, groups = reader.getFileMetaData().getSchema(), reader.getRowGroups()
+            if not budget.take(groups.size()) or not java(jvm, ICEBERG_PARQUET + "ParquetSchemaUtil").hasIds(file_schema):
+                raise RowGroupsUntested(f"{file[0]}: too many row groups, or no field ids")
+            rows = 0
+            for i in range(groups.size()):
+                group = groups.get(i)
+                rows += group.getRowCount()
+                dictionaries = reader.getDictionaryReader(group)
+                may |= {name for name, (stats, dictionary) in tests.items() if name not in may
+                        and stats.shouldRead(file_schema, group) and dictionary.shouldRead(file_schema, group, dictionaries)}
+            if rows != file[2]:
+                raise RowGroupsUntested(f"{file[0]}: {rows} rows in its row groups, {file[2]} in its entry")
+        return may
+    except Exception:
+        budget.stop()
+        raise
 
 
 def prove_by_row_groups(table, snapshot_id, summary, candidates, violations, proof):
@@ -5966,6 +5971,9 @@ def bounds_can_rule_out(expression):
     return op in ("FALSE", "IS_NULL", "LT", "LT_EQ", "GT", "GT_EQ", "EQ", "IN", "STARTS_WITH")
 
 
+NotIn = namedtuple("NotIn", "column values")  # a violation of an accepted list, as Iceberg's notIn
+
+
 def pushdown_candidates(staged_df, checks, proof, files_may_hold):
     """The checks a filtered read can count for less than a scan, as two {name: violation}
     filters: accepted_values checks the manifests could not decide (a string column of several
@@ -5974,9 +5982,9 @@ def pushdown_candidates(staged_df, checks, proof, files_may_hold):
     columns the manifests show without NULLs take part in the first: Iceberg's dictionary test
     gives up on a row group holding a NULL. An expression whose violation no added file's bounds
     admit (`files_may_hold` of Iceberg's form of it is False) is proven here instead, in `proof`:
-    the filtered read would plan no file. Also returns each candidate's violation as Iceberg's
-    expression, for the row groups' test (`value NOT IN (...)`, built directly: the column holds
-    no NULL, so it is Spark's filter exactly)."""
+    the filtered read would plan no file. Also returns each candidate's violation for the row
+    groups' test: Iceberg's expression, or a NotIn (the column holds no NULL, so Iceberg's
+    `value NOT IN (...)` is Spark's filter exactly; built only if the test runs)."""
     from pyspark.sql import functions as F
     spark = staged_df.sparkSession
     types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
@@ -5988,8 +5996,7 @@ def pushdown_candidates(staged_df, checks, proof, files_may_hold):
             v = pushed_violation(c, types.get(c.column.lower()))
             if v is not None:
                 by_dictionary[c.name] = v
-                violations[c.name] = java(spark.sparkContext._jvm, "org.apache.iceberg.expressions.Expressions").notIn(
-                    c.column, [x for x in accepted(c) if x is not None])
+                violations[c.name] = NotIn(c.column, [x for x in accepted(c) if x is not None])
         elif c.check == "expression":
             expression = violated_expression(spark, staged_df, c)
             if expression is not None and not files_may_hold(expression):

@@ -149,3 +149,19 @@ def test_a_list_holding_the_replacement_character_is_not_tested_against_dictiona
     code, report = wap.run(rows, checks=[{"check": "accepted_values", "column": "status",
                                           "values": ["new", "paid", "\ufffd"]}])
     assert code == 0 and report.checks[0]["decided_by"] == "scan", report.checks
+
+
+def test_the_first_file_that_cannot_be_tested_stops_the_others(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "DRIVER_READERS", 1)  # one file after another
+    monkeypatch.setattr(wap_etl, "ROW_GROUP_LIMIT", 0)  # the first file's row groups are already too many
+    opened, real = [], wap_etl.parquet_reader
+
+    def counting(jvm):
+        open_file, adapt = real(jvm)
+        return (lambda f: opened.append(f) or open_file(f)), adapt
+    monkeypatch.setattr(wap_etl, "parquet_reader", counting)
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.repartitionByRange(3, "id"))
+    rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3]} for i in range(3000)]
+    code, report = wap.run(rows, checks=[STATUS])
+    assert code == 0 and report.checks[0]["decided_by"] == "pushdown", report.checks
+    assert len(opened) == 1, "the other two files were not opened"
