@@ -682,17 +682,62 @@ COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fra
 RECORD = "record"
 ACTIONS = ("fail", "warn", "drop", RECORD)
 RECORDING_KINDS = ("stat", "row_count", "sql", "profile")
-# Statistics of one column, computed in the same pass as the row checks (distinct_count and
-# unique_fraction group the column in a job of their own). Approximate ones say so in the report.
-STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "distinct_count",
-         "null_fraction", "completeness", "min_length", "max_length", "unique_fraction", "variance",
-         "entropy", "unique_value_ratio", "correlation", "column_count")
-APPROXIMATE_STATS = ("median", "quantile")
-NUMERIC_STATS = ("mean", "stddev", "stddev_pop", "sum", "min", "max", "median", "quantile", "variance",
-                 "correlation")
-# exact, from a grouping of the column (or of several: `columns`)
-GROUPED_STATS = ("distinct_count", "unique_fraction", "entropy", "unique_value_ratio")
-STAT_COLUMNS = {"column_count": 0, "correlation": 2}  # how many columns a stat reads, if not one
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A statistic (a metric of a column's values): `aggregate(F, value, number, check)`, its
+    aggregate in the shared pass over the values in scope (as they are, and as doubles), then
+    `final(that value, rows in scope)`; or, `grouped`, read off one grouping of the column's
+    values (groups, rows in scope), shared by every grouped statistic of the same columns. It
+    takes `columns` columns (0: the table's, "1+": one or more), of a type it `needs`, and an
+    `approximate` one says so in the report. Adding a statistic is one entry of STATS."""
+    aggregate: object = None
+    final: object = None
+    grouped: object = None
+    columns: object = 1
+    needs: str = None  # "numeric", "string"
+    approximate: bool = False
+
+
+def null_count(F, value, number, c):
+    return F.sum((in_scope(c) & col(c.column).isNull()).cast("long"))
+
+
+def share(n, rows):
+    return (n or 0) / rows if rows else None
+
+
+STATS = {
+    "mean": Stat(lambda F, v, n, c: F.avg(n), needs="numeric"),
+    "stddev": Stat(lambda F, v, n, c: F.stddev_samp(n), needs="numeric"),
+    "stddev_pop": Stat(lambda F, v, n, c: F.stddev_pop(n), needs="numeric"),
+    "sum": Stat(lambda F, v, n, c: F.sum(v), needs="numeric"),
+    "min": Stat(lambda F, v, n, c: F.min(v), needs="numeric"),
+    "max": Stat(lambda F, v, n, c: F.max(v), needs="numeric"),
+    "median": Stat(lambda F, v, n, c: F.percentile_approx(n, 0.5, PERCENTILE_ACCURACY), needs="numeric",
+                   approximate=True),
+    "quantile": Stat(lambda F, v, n, c: F.percentile_approx(n, c.q, PERCENTILE_ACCURACY), needs="numeric",
+                     approximate=True),
+    "distinct_count": Stat(grouped=lambda g, rows: g["values"], columns="1+"),
+    "null_fraction": Stat(null_count, final=share),
+    "completeness": Stat(null_count, final=lambda n, rows: None if share(n, rows) is None else 1 - share(n, rows)),
+    "min_length": Stat(lambda F, v, n, c: F.min(F.length(v)), needs="string"),
+    "max_length": Stat(lambda F, v, n, c: F.max(F.length(v)), needs="string"),
+    "unique_fraction": Stat(grouped=lambda g, rows: share(g["once"], rows), columns="1+"),
+    "variance": Stat(lambda F, v, n, c: F.var_pop(n), needs="numeric"),  # population, as Glue's StandardDeviation
+    "entropy": Stat(grouped=lambda g, rows: g["entropy"] if rows else None, columns="1+"),
+    "unique_value_ratio": Stat(grouped=lambda g, rows: share(g["once"], g["values"]), columns="1+"),
+    "correlation": Stat(lambda F, v, n, c: F.corr(n, (F.when(in_scope(c), col(c.columns[1])) if c.where
+                                                      else col(c.columns[1])).cast("double")),
+                        columns=2, needs="numeric"),
+    "column_count": Stat(columns=0),  # the staged rows' columns, counted by the audit
+}
+NO_STAT = Stat(columns=0)  # what a check without a column statistic has (an anomaly's row_count or sql)
+
+
+def stat_of(c):
+    return STATS.get(c.stat, NO_STAT)
 
 
 # A condition on a measured value (DQDL's model): between is exclusive, as DQDL's is; the
@@ -815,8 +860,7 @@ class Check:
     def measures(self):
         """stat and anomaly checks compute a statistic of the batch in the row pass (not a count of
         rows or columns, not one grouped)."""
-        return self.check in ("stat", "anomaly") and self.stat not in GROUPED_STATS + ("column_count", "row_count",
-                                                                                       "sql")
+        return self.check in ("stat", "anomaly") and stat_of(self).aggregate is not None
 
 
 def is_number(value):
@@ -1062,7 +1106,7 @@ def parse_anomaly(s):
         c.query = s.text("query", "a SQL query")
         s.need(not c.where, "where does not apply to metric sql: put the condition in the query")
     c.stat, c.column = (stat, column) if column else (c.metric, None)
-    if STAT_COLUMNS.get(c.stat) == 2:  # correlation:a,b
+    if stat_of(c).columns == 2:  # correlation:a,b
         c.columns = column.split(",")
         s.need(len(c.columns) == 2 and all(c.columns), f"metric {c.stat} names two columns: {c.stat}:a,b")
         c.column = c.columns[0]
@@ -1090,8 +1134,9 @@ def parse_stat(s):
     c, spec = s.check, s.spec
     s.bounds(is_number, "a number")
     c.stat = spec["stat"]
-    s.need(c.stat in STATS, f"stat must be one of {', '.join(STATS)}, got {c.stat!r}")
-    arity = STAT_COLUMNS.get(c.stat, "1+" if c.stat in GROUPED_STATS else 1)
+    s.need(isinstance(c.stat, str) and c.stat in STATS,
+           f"stat must be one of {', '.join(STATS)}, got {c.stat!r}")
+    arity = STATS[c.stat].columns
     s.need(not ({"column", "columns"} <= spec.keys()), "give column or columns, not both")
     if arity == 0:
         s.need(not {"column", "columns"} & spec.keys(), f"{c.stat} takes no column")
@@ -1462,15 +1507,16 @@ def valid_freshness(v, c, label):
 def valid_stat(v, c, label):
     """A statistic (a stat check's, or the one an anomaly check follows) of columns it applies to."""
     from pyspark.sql import types as T
-    for name in (c.columns or [c.column]) if c.stat in NUMERIC_STATS else ():
+    stat = stat_of(c)
+    for name in (c.columns or [c.column]) if stat.needs == "numeric" else ():
         dtype = v.types[name.lower()]
         if not isinstance(dtype, T.NumericType):
             raise bad_input(f"{label}: {c.stat} needs a numeric column; {name!r} is {dtype.simpleString()}")
     dtype = v.dtype(c) if c.column else None
-    if c.stat in GROUPED_STATS and "map<" in dtype.simpleString():
+    if stat.grouped and "map<" in dtype.simpleString():
         raise bad_input(f"{label}: {c.stat} cannot group a map column ({c.column!r} is "
                         f"{dtype.simpleString()})")
-    if c.stat in ("min_length", "max_length") and not isinstance(dtype, T.StringType):
+    if stat.needs == "string" and not isinstance(dtype, T.StringType):
         raise bad_input(f"{label}: {c.stat} needs a string column; {c.column!r} is "
                         f"{dtype.simpleString()}")
 
@@ -5162,19 +5208,7 @@ def stat_aggregate(c):
     """One column statistic as an aggregate over the rows in scope (NULLs ignored, as SQL does)."""
     from pyspark.sql import functions as F
     value = value_in_scope(c)
-    number = value.cast("double")
-    return {"mean": lambda: F.avg(number), "stddev": lambda: F.stddev_samp(number),
-            "stddev_pop": lambda: F.stddev_pop(number), "sum": lambda: F.sum(value),
-            "min": lambda: F.min(value), "max": lambda: F.max(value),
-            "median": lambda: F.percentile_approx(number, 0.5, PERCENTILE_ACCURACY),
-            "quantile": lambda: F.percentile_approx(number, c.q, PERCENTILE_ACCURACY),
-            "null_fraction": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
-            "completeness": lambda: F.sum((in_scope(c) & col(c.column).isNull()).cast("long")),
-            "min_length": lambda: F.min(F.length(value)), "max_length": lambda: F.max(F.length(value)),
-            "variance": lambda: F.var_pop(number),  # Glue's, like its StandardDeviation: population
-            "correlation": lambda: F.corr(number, (F.when(in_scope(c), col(c.columns[1])) if c.where
-                                                   else col(c.columns[1])).cast("double")),
-            }[c.stat]()
+    return STATS[c.stat].aggregate(F, value, value.cast("double"), c)
 
 
 PERCENTILE_ACCURACY = 10_000  # median, quantile: within 1/10,000 of the rows' rank
@@ -5219,17 +5253,12 @@ def measure(a, c):
         return sql_value(a, c)[0]
     if c.stat == "column_count":
         return len(a.staged_df.columns)
-    if c.stat in GROUPED_STATS:
-        groups = a.grouped(c)
-        once = groups["once"] or 0
-        return {"distinct_count": lambda: groups["values"],
-                "unique_fraction": lambda: once / in_rows if in_rows else None,
-                "unique_value_ratio": lambda: once / groups["values"] if groups["values"] else None,
-                "entropy": lambda: groups["entropy"] if in_rows else None}[c.stat]()
+    stat = STATS[c.stat]
+    if stat.grouped:
+        return stat.grouped(a.grouped(c), in_rows)
     value = a.row[stat_metric(c)]
-    if c.stat in ("null_fraction", "completeness"):  # both from the count of NULLs
-        share = (value or 0) / in_rows if in_rows else None
-        return share if share is None or c.stat == "null_fraction" else 1 - share
+    if stat.final:
+        return stat.final(value, in_rows)
     return None if value is None else value if isinstance(value, int) else float(value)
 
 
@@ -5271,7 +5300,7 @@ def audit_stat(a, c):
 def measured_as(c, result):
     """The result, keyed for the ledger's history of its metric."""
     result["metric"] = metric_key(c)
-    if c.stat in APPROXIMATE_STATS:
+    if stat_of(c).approximate:
         result["approximate"] = True
     return result
 
@@ -5867,8 +5896,8 @@ class Budget:
 
 
 def row_groups_may_hold(table, snapshot_id, summary, expressions):
-    """The names of `expressions` ({name: Iceberg expression}) that some row group of a file the
-    snapshot added may hold a row meeting, by the row group's own statistics and dictionaries,
+    """The names of `expressions` ({name: Iceberg expression, or a NotIn}) that some row group of
+    a file the snapshot added may hold a row meeting, by the row group's own statistics and dictionaries,
     tested as Iceberg's reader tests them to skip row groups (ParquetMetricsRowGroupFilter,
     ParquetDictionaryRowGroupFilter, both in 1.7.1): each file's footer and the dictionary pages
     of the columns tested are read in the driver, DRIVER_READERS files at a time, no data page and
@@ -6127,7 +6156,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
             result = dict(check_result(c, pushed[c.name], a.total), decided_by="pushdown")
         else:
             result = KINDS[c.check].judge(a, c)
-            grouped = c.stat in GROUPED_STATS  # its own grouping job, whatever the pass did
+            grouped = stat_of(c).grouped is not None  # its own grouping job, whatever the pass did
             result.setdefault("decided_by", KINDS[c.check].decided_by or ("scan" if grouped else how))
         if c.action == RECORD:  # measured for the ledger's history, never a verdict
             result["passed"] = True

@@ -151,17 +151,25 @@ def test_a_list_holding_the_replacement_character_is_not_tested_against_dictiona
     assert code == 0 and report.checks[0]["decided_by"] == "scan", report.checks
 
 
-def test_the_first_file_that_cannot_be_tested_stops_the_others(wap, monkeypatch):
+@pytest.mark.parametrize("why", ["too many row groups", "an unreadable file"])
+def test_the_first_file_that_cannot_be_tested_stops_the_others(wap, monkeypatch, why):
     monkeypatch.setattr(wap_etl, "DRIVER_READERS", 1)  # one file after another
-    monkeypatch.setattr(wap_etl, "ROW_GROUP_LIMIT", 0)  # the first file's row groups are already too many
+    if why == "too many row groups":
+        monkeypatch.setattr(wap_etl, "ROW_GROUP_LIMIT", 0)
     opened, real = [], wap_etl.parquet_reader
 
     def counting(jvm):
         open_file, adapt = real(jvm)
-        return (lambda f: opened.append(f) or open_file(f)), adapt
+
+        def opening(f):
+            opened.append(f)
+            if why == "an unreadable file":
+                raise OSError("this file cannot be read")
+            return open_file(f)
+        return opening, adapt
     monkeypatch.setattr(wap_etl, "parquet_reader", counting)
     monkeypatch.setattr(wap_etl, "transform", lambda df: df.repartitionByRange(3, "id"))
     rows = [{"id": i, "status": ["new", "paid", "shipped"][i % 3]} for i in range(3000)]
     code, report = wap.run(rows, checks=[STATUS])
     assert code == 0 and report.checks[0]["decided_by"] == "pushdown", report.checks
-    assert len(opened) == 1, "the other two files were not opened"
+    assert len(opened) == 1, f"{len(opened)} files opened: the first one's failure did not stop the others"
