@@ -1,5 +1,7 @@
 """The check engine as metrics and conditions: each kind of check is one entry of KINDS (its
 parameters, parser, metric and judge); a metric is computed once however many checks use it."""
+import pytest
+
 import wap_etl
 from wap_etl import parse_checks
 
@@ -40,3 +42,17 @@ def test_every_kind_is_one_entry_with_its_parser_and_judge():
         required, optional = kind.params
         assert not (required & optional), name
     assert set(wap_etl.ROW_CHECKS) == {n for n, k in wap_etl.KINDS.items() if k.fails}
+
+
+def test_every_statistic_is_one_entry_measured_one_way():
+    for name, stat in wap_etl.STATS.items():
+        ways = [stat.aggregate is not None, stat.grouped is not None, name == "column_count"]
+        assert ways.count(True) == 1, name  # in the shared pass, off the value groups, or counted
+        assert stat.columns in (0, 1, 2, "1+") and stat.needs in (None, "numeric", "string"), name
+
+
+@pytest.mark.parametrize("stat", [["mean"], {"mean": 1}, "nope"])
+def test_a_stat_that_is_no_statistic_s_name_is_bad_input(stat):
+    with pytest.raises(wap_etl.WapError) as info:
+        wap_etl.parse_checks([{"check": "stat", "column": "a", "stat": stat, "min": 0}])
+    assert info.value.code == wap_etl.EXIT_BAD_INPUT and "stat must be one of mean, stddev" in str(info.value)
