@@ -1101,6 +1101,7 @@ def parse_anomaly(s):
     s.need(isinstance(c.metric, str) and (c.metric in ("row_count", "column_count", "sql") or stat in STATS and column),
            f"metric must be row_count, column_count, sql (with query) or <stat>:<column> with a stat of "
            f"{', '.join(STATS)}")
+    s.need(not (column and STATS.get(stat, NO_STAT).columns == 0), f"metric {stat} takes no column")
     s.need((c.metric == "sql") == ("query" in s.spec), "query goes with metric sql, and only with it")
     if c.metric == "sql":
         c.query = s.text("query", "a SQL query")

@@ -56,3 +56,10 @@ def test_a_stat_that_is_no_statistic_s_name_is_bad_input(stat):
     with pytest.raises(wap_etl.WapError) as info:
         wap_etl.parse_checks([{"check": "stat", "column": "a", "stat": stat, "min": 0}])
     assert info.value.code == wap_etl.EXIT_BAD_INPUT and "stat must be one of mean, stddev" in str(info.value)
+
+
+def test_an_anomaly_on_a_statistic_of_the_table_names_no_column():
+    with pytest.raises(wap_etl.WapError) as info:
+        wap_etl.parse_checks([{"check": "anomaly", "metric": "column_count:amount"}])
+    assert info.value.code == wap_etl.EXIT_BAD_INPUT and "metric column_count takes no column" in str(info.value)
+    assert wap_etl.parse_checks([{"check": "anomaly", "metric": "column_count"}])[0].stat == "column_count"
