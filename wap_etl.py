@@ -5898,8 +5898,8 @@ class Budget:
 
 def row_groups_may_hold(table, snapshot_id, summary, expressions):
     """The names of `expressions` ({name: Iceberg expression, or a NotIn}) that some row group of
-    a file the snapshot added may hold a row meeting, by the row group's own statistics and dictionaries,
-    tested as Iceberg's reader tests them to skip row groups (ParquetMetricsRowGroupFilter,
+    a file the snapshot added may hold a row meeting, by the row group's own statistics and
+    dictionaries, tested as Iceberg's reader tests them to skip row groups (ParquetMetricsRowGroupFilter,
     ParquetDictionaryRowGroupFilter, both in 1.7.1): each file's footer and the dictionary pages
     of the columns tested are read in the driver, DRIVER_READERS files at a time, no data page and
     no Spark job. A name not returned has no such row in the batch. Every name whenever this
@@ -5980,8 +5980,8 @@ def file_may_hold(jvm, io, tests, budget, file):
 def prove_by_row_groups(table, snapshot_id, summary, candidates, violations, proof):
     """Decide the pushdown's candidates (pushdown_candidates) with no Spark job where the row
     groups' statistics and dictionaries show that no staged row violates them (`violations`:
-    {name: Iceberg's expression of its violation}): those are proven in `proof` (decided_by:
-    row_groups). Returns the candidates left for the filtered reads."""
+    {name: its violation, Iceberg's expression or a NotIn}): those are proven in `proof`
+    (decided_by: row_groups). Returns the candidates left for the filtered reads."""
     if not violations:
         return candidates
     proven = set(violations) - row_groups_may_hold(table, snapshot_id, summary, violations)
