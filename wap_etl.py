@@ -3641,7 +3641,8 @@ def quarantine_taken_up(spark, t, run_id, since_ms):
     table, seen = iceberg_table(spark, t), set()
     for _, ref in java_items(table.refs()):
         snapshot = table.snapshot(ref.snapshotId())
-        while snapshot is not None and snapshot.snapshotId() not in seen and snapshot.timestampMillis() >= since_ms:
+        while (snapshot is not None and snapshot.snapshotId() not in seen
+           and snapshot.timestampMillis() >= since_ms - CLOCK_SKEW_MS):  # another host's clock
             seen.add(snapshot.snapshotId())
             summary = snapshot.summary()
             if run_id in (summary.get(QUARANTINE_PROPERTY), summary.get(RUN_PROPERTY)):
@@ -3809,8 +3810,7 @@ class Batch:
 
     @property
     def branch(self):
-        """audit_<batch_id>_<short run id>: readable, and written by this run only."""
-        return f"{branch_prefix(self.batch_id)}{self.run_id[:8]}"
+        return run_branch(self.batch_id, self.run_id)
 
     def snapshot_properties(self):
         """Whatever the mode, a snapshot says which files it consumed: main's history alone then
@@ -3823,6 +3823,11 @@ class Batch:
         if self.quarantine_run != self.run_id:
             properties[QUARANTINE_PROPERTY] = self.quarantine_run
         return properties
+
+
+def run_branch(batch_id, run_id):
+    """audit_<batch_id>_<short run id>: readable, and written by that run only."""
+    return f"{branch_prefix(batch_id)}{run_id[:8]}"
 
 
 def branch_prefix(batch_id):
@@ -8035,6 +8040,8 @@ def put_event(report, bus_name):
 def fault_point(step):
     """Test-only hooks, inert unless their environment variable is set. Steps: before_write,
     write (after the write, before the guard), audit (after the audit, before publishing), publish,
+    resume (a branch of the batch found to take up, before this run's branch is made on it), resumed
+    (just after),
     ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step> with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
@@ -8595,6 +8602,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     if staged is not None and found.snapshot_id == staged["snapshot_id"]:
         log.info("batch %s: another run published this run's staged snapshot %s", batch.batch_id,
                  found.snapshot_id)  # its quarantined rows went with it; its publisher records it
+        drop_branch(spark, t, batch.branch)  # made after that publish, if this run resumed the snapshot
         return EXIT_OK
     side_effect("run ledger", lambda: ledger.complete([found]))
     if staged is not None:
@@ -8719,7 +8727,7 @@ def resume(spark, p, t, batch, table, main):
     """An earlier run of this batch (one that crashed) staged the same input with the same config
     on today's main: audit that snapshot instead of writing again, on a branch of this run's own
     (the earlier branch is left alone; the publish drops every branch of the batch).
-    Returns its snapshot_info, or None."""
+    Returns its snapshot_info, or None: also when its run may have discarded it meanwhile."""
     for name, ref in java_items(table.refs()):
         if not str(name).startswith(branch_prefix(batch.batch_id)) or not ref.isBranch():
             continue
@@ -8729,11 +8737,32 @@ def resume(spark, p, t, batch, table, main):
                 and summary.get(FINGERPRINT_PROPERTY) == batch.input_fingerprint
                 and summary.get(CONFIG_PROPERTY) == batch.config_fingerprint
                 and info["parent_id"] == main):
+            fault_point("resume")
             create_branch(spark, t, batch.branch, table.snapshot(ref.snapshotId()), p.branch_retention_days)
+            fault_point("resumed")
+            if not kept_by_its_run(spark, t, batch, info):
+                drop_branch(spark, t, batch.branch)
+                log.info("snapshot %s may have been discarded by its run; staging afresh", info["snapshot_id"])
+                return None
             log.info("resuming batch %s from snapshot %s staged by run %s", batch.batch_id,
                      info["snapshot_id"], summary.get(RUN_PROPERTY))
             return info
     return None
+
+
+def kept_by_its_run(spark, t, batch, info):
+    """True if the run whose quarantined rows go with a snapshot can no longer discard them, now
+    that this run's branch holds it: its own branch is still there, or the snapshot is on main.
+    A run whose files changed drops its branch and then discards its rows unless some ref holds
+    its snapshot; once its branch is gone, it may have looked before this run's branch was made
+    (whichever branch of the batch this run found there)."""
+    summary = info["summary"]
+    owner = summary.get(QUARANTINE_PROPERTY) or summary.get(RUN_PROPERTY) or ""
+    table = iceberg_table(spark, t)
+    main = ref_id(table, "main")
+    return (ref_id(table, run_branch(batch.batch_id, owner)) is not None
+            or main is not None and java(spark.sparkContext._jvm, "org.apache.iceberg.util.SnapshotUtil")
+            .isAncestorOf(table, main, info["snapshot_id"]))
 
 
 def main():

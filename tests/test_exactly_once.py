@@ -154,6 +154,76 @@ def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_ru
     assert report["rows_dropped"] == 1 and report["quarantine_table"], "they stay, and so does their record"
 
 
+def discarded_while_found(wap, spark, tmp_path, second_env=None):
+    """The race: a second run of the same input has found the first run's branch and is held just
+    before it makes its own there; meanwhile the first run sees its file changed (a chmod: same
+    bytes, so the same identity), drops its branch and, seeing no other ref hold its snapshot,
+    discards its quarantined row. Returns the second run's process, its gate and the path."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    first_gate, second_gate = tmp_path / "first", tmp_path / "second"
+    first_gate.mkdir()
+    second_gate.mkdir()
+    first = wap.cli(path, env=paused(first_gate, "audit"), checks=DROP_NEGATIVE)
+    wait_paused(first_gate, "audit", first)  # staged, audited, its row quarantined
+    os.chmod(path, 0o600)
+    second = wap.cli(path, env={**paused(second_gate, "resume"), **(second_env or {})}, checks=DROP_NEGATIVE)
+    wait_paused(second_gate, "resume", second)  # it has found the first run's branch
+    (first_gate / "go").touch()
+    code, first_report, out = finish(first)
+    assert code == 1 and "changed while this run read it" in first_report["error"], out[-2000:]
+    assert quarantined(spark, wap) == [], "no ref held its snapshot when it looked"
+    return second, second_gate, path, first_report
+
+
+def test_a_run_that_took_up_a_snapshot_its_run_then_discarded_stages_afresh_with_its_own_quarantine(wap, spark, tmp_path):
+    """Publishing the snapshot would leave its dropped row nowhere."""
+    second, gate, _, first_report = discarded_while_found(wap, spark, tmp_path)
+    (gate / "go").touch()
+    code, report, out = finish(second)
+    assert code == 0 and report["status"] == "published", out[-2000:]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+    assert quarantined(spark, wap) == [(6, report["run_id"])] and report["rows_dropped"] == 1
+    assert "staging afresh" in out and report["staged_snapshot"] != first_report["staged_snapshot"]
+
+
+def test_a_branch_left_on_a_discarded_snapshot_by_a_crashed_rerun_is_not_taken_up(wap, spark, tmp_path):
+    """What tells a rerun that a snapshot's quarantined rows are still there is the branch of the
+    run that quarantined them, not whichever branch of the batch it found: here the second run
+    made its branch on the snapshot after the rows were discarded, and died before it looked."""
+    second, gate, path, first_report = discarded_while_found(wap, spark, tmp_path, {"WAP_FAULT_AFTER": "resumed"})
+    (gate / "go").touch()
+    out, _ = second.communicate(timeout=400)  # read as it runs: a full pipe would hold it
+    assert second.returncode == 137, out[-2000:]
+    left = [n for n, s in wap.refs().items() if n.startswith("audit_") and s == first_report["staged_snapshot"]]
+    assert len(left) == 1
+    code, third = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and third.status == "published" and wap.ids() == [0, 1, 2, 3, 4, 5]
+    assert quarantined(spark, wap) == [(6, third.run_id)] and third.rows_dropped == 1
+
+
+def test_a_rerun_whose_found_branch_was_published_meanwhile_settles_as_already_published(wap, tmp_path):
+    """The branch it found is gone because its run published the snapshot: taking the snapshot up
+    ends as already published, where staging afresh on a main that holds the batch would fail the
+    batch's own unique check."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    first_gate, second_gate = tmp_path / "first", tmp_path / "second"
+    first_gate.mkdir()
+    second_gate.mkdir()
+    first = wap.cli(path, env=paused(first_gate, "audit"), checks=UNIQUE)
+    wait_paused(first_gate, "audit", first)
+    second = wap.cli(path, env=paused(second_gate, "resume"), checks=UNIQUE)
+    wait_paused(second_gate, "resume", second)
+    (first_gate / "go").touch()
+    code, first_report, out = finish(first)
+    assert code == 0 and first_report["status"] == "published", out[-2000:]
+    (second_gate / "go").touch()
+    code, report, out = finish(second)
+    assert code == 0 and report["status"] == "already_published", out[-2000:]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5] and [n for n in wap.refs() if n.startswith("audit_")] == []
+
+
 def test_a_source_file_rewritten_with_another_header_mid_run_fails_as_changed_not_as_bad_input(wap, tmp_path):
     """Spark checks each file's header as the write reads it: the header it finds is the changed
     file's, and "fix your file" (exit 2) would blame a file that was fine when the run began."""
