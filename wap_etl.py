@@ -3603,11 +3603,11 @@ def check_input_unchanged(spark, t, batch, report):
     """The batch's files are still those it was identified by: else the rows Spark staged (and
     audited) may be another file's than the batch's identity names, and a later run would load
     that content again as new input. Nothing is published; the run's branch is dropped, and so
-    are the rows it quarantined (discard_changed_run)."""
+    are the rows it quarantined (discard_own_quarantine)."""
     changed = changed_files(spark, batch)
     if changed:
         drop_branch(spark, t, batch.branch)
-        discard_changed_run(spark, t, batch, report)
+        discard_own_quarantine(spark, t, batch, report)
         raise changed_input(changed[0])
 
 
@@ -3617,11 +3617,12 @@ def changed_files(spark, batch):
     return [path for path, stamp in batch.input_stamps.items() if file_stamp(spark, path, s3) != stamp]
 
 
-def discard_changed_run(spark, t, batch, report):
-    """The rows a run quarantined from files that then changed name a batch no run will publish,
-    so nothing else would ever tidy them away: they go. Unless another run took up this run's
-    snapshot (resume: a file whose stamp moved, a chmod say, may hold the same bytes) and may
-    publish it with these rows: then they stay, as that run's."""
+def discard_own_quarantine(spark, t, batch, report):
+    """A run that will not publish drops the rows it quarantined: once its files changed, or
+    another run published the batch, nothing else would ever tidy them away. Unless another run
+    took up its snapshot (resume: the same input, or a file whose stamp moved, a chmod say, on the
+    same bytes) and may publish it, or did, rebased or not, with these rows: then they stay, as
+    that run's. Called once the run's own branch is gone: kept_by_its_run relies on that order."""
     if not quarantined_here(report, batch):
         return
     started_ms = int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
@@ -8602,13 +8603,13 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     if staged is not None and found.snapshot_id == staged["snapshot_id"]:
         log.info("batch %s: another run published this run's staged snapshot %s", batch.batch_id,
                  found.snapshot_id)  # its quarantined rows went with it; its publisher records it
-        drop_branch(spark, t, batch.branch)  # made after that publish, if this run resumed the snapshot
+        side_effect("branch clean-up",  # made after that publish, if this run resumed the snapshot
+                    lambda: drop_branch(spark, t, batch.branch))
         return EXIT_OK
     side_effect("run ledger", lambda: ledger.complete([found]))
     if staged is not None:
-        drop_branch(spark, t, batch.branch)
-        if quarantined_here(report, batch):
-            side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch, report))
+        side_effect("branch clean-up", lambda: drop_branch(spark, t, batch.branch))
+        discard_own_quarantine(spark, t, batch, report)  # another run may have published it, rebased
     log.info("batch %s was %s by run %s (snapshot %s); main is untouched by this run", batch.batch_id,
              "quarantined whole" if found.status == "quarantined" else "published", found.run_id,
              found.snapshot_id)
@@ -8626,7 +8627,7 @@ def raise_if_input_changed(spark, t, batch, report, error):
         return
     if changed:
         log.warning("the write failed (%s), and %s changed while the run read it", first_line(error), changed[0])
-        discard_changed_run(spark, t, batch, report)
+        discard_own_quarantine(spark, t, batch, report)
         raise changed_input(changed[0]) from error
 
 

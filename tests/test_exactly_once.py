@@ -154,18 +154,26 @@ def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_ru
     assert report["rows_dropped"] == 1 and report["quarantine_table"], "they stay, and so does their record"
 
 
+def first_held_at_audit(wap, tmp_path, checks, rows):
+    """A table with a row, then a run of `rows` held once it has staged and audited them: (its
+    source, its process, its gate, a gate for a second run)."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=checks)[0] == 0
+    path = wap.csv(rows)
+    first_gate, second_gate = tmp_path / "first", tmp_path / "second"
+    first_gate.mkdir()
+    second_gate.mkdir()
+    first = wap.cli(path, env=paused(first_gate, "audit"), checks=checks)
+    wait_paused(first_gate, "audit", first)
+    return path, first, first_gate, second_gate
+
+
 def discarded_while_found(wap, spark, tmp_path, second_env=None):
     """The race: a second run of the same input has found the first run's branch and is held just
     before it makes its own there; meanwhile the first run sees its file changed (a chmod: same
     bytes, so the same identity), drops its branch and, seeing no other ref hold its snapshot,
     discards its quarantined row. Returns the second run's process, its gate and the path."""
-    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
-    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
-    first_gate, second_gate = tmp_path / "first", tmp_path / "second"
-    first_gate.mkdir()
-    second_gate.mkdir()
-    first = wap.cli(path, env=paused(first_gate, "audit"), checks=DROP_NEGATIVE)
-    wait_paused(first_gate, "audit", first)  # staged, audited, its row quarantined
+    path, first, first_gate, second_gate = first_held_at_audit(wap, tmp_path, DROP_NEGATIVE,
+                                                               ROWS + [{"id": 6, "amount": -6.0}])
     os.chmod(path, 0o600)
     second = wap.cli(path, env={**paused(second_gate, "resume"), **(second_env or {})}, checks=DROP_NEGATIVE)
     wait_paused(second_gate, "resume", second)  # it has found the first run's branch
@@ -202,17 +210,30 @@ def test_a_branch_left_on_a_discarded_snapshot_by_a_crashed_rerun_is_not_taken_u
     assert quarantined(spark, wap) == [(6, third.run_id)] and third.rows_dropped == 1
 
 
+def test_quarantined_rows_stay_when_a_rerun_published_their_snapshot_rebased(wap, spark, tmp_path):
+    """The first run finds its batch on main in a snapshot that is not its own (the rerun that took
+    its snapshot up rebased it on a moved main), yet holding its quarantined rows' batch: they
+    stay, as the publishing run's report says."""
+    path, first, first_gate, second_gate = first_held_at_audit(wap, tmp_path, DROP_NEGATIVE,
+                                                               ROWS + [{"id": 6, "amount": -6.0}])
+    second = wap.cli(path, env=paused(second_gate, "audit"), checks=DROP_NEGATIVE)
+    wait_paused(second_gate, "audit", second)  # it took up the first run's snapshot
+    assert wap.run([{"id": 100, "amount": 1.0}], checks=DROP_NEGATIVE)[0] == 0  # main moves
+    (second_gate / "go").touch()
+    code, report, out = finish(second)
+    assert code == 0 and report["status"] == "published" and report["rebases"] == 1, out[-2000:]
+    (first_gate / "go").touch()
+    code, first_report, out = finish(first)
+    assert code == 0 and first_report["status"] == "already_published", out[-2000:]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 100]
+    assert quarantined(spark, wap) == [(6, first_report["run_id"])] and report["rows_dropped"] == 1
+
+
 def test_a_rerun_whose_found_branch_was_published_meanwhile_settles_as_already_published(wap, tmp_path):
     """The branch it found is gone because its run published the snapshot: taking the snapshot up
     ends as already published, where staging afresh on a main that holds the batch would fail the
     batch's own unique check."""
-    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
-    path = wap.csv(ROWS)
-    first_gate, second_gate = tmp_path / "first", tmp_path / "second"
-    first_gate.mkdir()
-    second_gate.mkdir()
-    first = wap.cli(path, env=paused(first_gate, "audit"), checks=UNIQUE)
-    wait_paused(first_gate, "audit", first)
+    path, first, first_gate, second_gate = first_held_at_audit(wap, tmp_path, UNIQUE, ROWS)
     second = wap.cli(path, env=paused(second_gate, "resume"), checks=UNIQUE)
     wait_paused(second_gate, "resume", second)
     (first_gate / "go").touch()
