@@ -8044,18 +8044,19 @@ def fault_point(step):
     resume (a branch of the batch found to take up, before this run's branch is made on it), resumed
     (just after),
     ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
-    WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step> with
+    WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step>[,<step>...] with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
-    appears there (at most 10 minutes), so a test can line real runs up at one point."""
+    or `go.<step>` appears there (at most 10 minutes), so a test can line real runs up at a point."""
     if os.environ.get("WAP_FAULT_AFTER") == step:
         log.error("WAP_FAULT_AFTER=%s: killing the process", step)
         logging.shutdown()
         os._exit(137)
-    if os.environ.get("WAP_PAUSE_AT") == step:
+    if step in os.environ.get("WAP_PAUSE_AT", "").split(","):
         folder = os.environ["WAP_PAUSE_DIR"]
         open(os.path.join(folder, f"{os.getpid()}.{step}"), "w").close()
         deadline = time.time() + 600
-        while not os.path.exists(os.path.join(folder, "go")) and time.time() < deadline:
+        while (not any(os.path.exists(os.path.join(folder, name)) for name in ("go", f"go.{step}"))
+               and time.time() < deadline):
             time.sleep(0.05)
 
 
@@ -8447,10 +8448,16 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             report.main_snapshot_before = main = ref_id(table, "main")
         staged = resume(spark, p, t, batch, table, main)
         dropped_counts = {}
-        if bad is not None and staged is None:
-            report.rows_dropped, dropped_counts, report.quarantine_table = write_quarantine(
-                spark, t, bad, batch)
+
+        def quarantine_own():
+            """This run's rows its drop checks failed, in the quarantine as its own: returns the
+            count per check."""
+            batch.quarantine_run = batch.run_id
+            report.rows_dropped, counts, report.quarantine_table = write_quarantine(spark, t, bad, batch)
             report.rows_read = report.rows_dropped + good.count()  # from the cache
+            return counts
+        if bad is not None and staged is None:
+            dropped_counts = quarantine_own()
         elif bad is not None:  # resumed: the run that staged the snapshot quarantined its rows
             batch.quarantine_run = (staged["summary"].get(QUARANTINE_PROPERTY)
                                     or staged["summary"].get(RUN_PROPERTY))
@@ -8459,7 +8466,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             report.quarantine_table = ".".join([t.catalog, quarantine_ref(t).ident])
         try:
             return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good,
-                                       staged, dropped_counts)
+                                       staged, dropped_counts, quarantine_own)
         except BranchGone as e:
             return settle_branch_gone(spark, t, report, batch, ledger, e.mark)
     except UnauditedOnMain as e:
@@ -8495,7 +8502,7 @@ MAX_COMMIT_CONFLICTS = 50  # commits lost to unrelated metadata changes; each is
 
 
 def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df, staged,
-                        dropped_counts):
+                        dropped_counts, quarantine_own):
     """The one retry loop. Stage (unless resuming), audit, then do what the publish decision says:
     swap main, stop (already published), rebase the audited files on a moved main, or stage again.
     Only main moving counts against --max_publish_retries; a commit that lost to some other
@@ -8513,7 +8520,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             audited = True
             fault_point("audit")
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
-                return audit_failed(report)
+                return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
             check_input_unchanged(spark, t, batch, report)  # what was staged and audited is the batch's input
             if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
@@ -8561,11 +8568,16 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
                     recheck_state(spark, p, t, checks, report, staged, ledger)
                     if blocking_failures(report):
-                        return audit_failed(report)
+                        return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
                 else:
                     log.info("main moved to %s while this batch was staged: staging it again "
                              "(retry %d)", decision.main, moves)
                     staged = None
+                    if batch.quarantine_run != batch.run_id:
+                        # the taken-up snapshot's dropped rows are its run's, kept for it by this
+                        # run's branch alone, which the new stage drops first: that run may
+                        # discard them then, so this run quarantines its own
+                        dropped_counts = quarantine_own()
             except CommitConflict as e:
                 unknown_commit = unknown_commit or str(e) == "CommitStateUnknownException"
                 conflicts += 1
@@ -8714,6 +8726,20 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
                            staged_id=staged["snapshot_id"])
         by_name = {r["name"]: r for r in results}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]
+
+
+def failed_unless_published(spark, t, p, report, batch, history, ledger, staged):
+    """A failed audit, unless the batch is on main by now: another run of it published after this
+    run's check before the write (its `unique` then fails on the batch's own rows, say), and that
+    publish settles this run as it would have before the write."""
+    try:
+        decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+    except Exception as e:  # the audit's verdict stands
+        log.info("whether the batch reached main meanwhile is unknown (%s)", first_line(e))
+        return audit_failed(report)
+    if decision.move is Move.ALREADY_PUBLISHED:
+        return settle_already_published(spark, t, report, batch, ledger, decision.found, decision.main, staged)
+    return audit_failed(report)
 
 
 def audit_failed(report):

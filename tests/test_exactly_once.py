@@ -154,15 +154,15 @@ def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_ru
     assert report["rows_dropped"] == 1 and report["quarantine_table"], "they stay, and so does their record"
 
 
-def first_held_at_audit(wap, tmp_path, checks, rows):
+def first_held_at_audit(wap, tmp_path, checks, rows, **params):
     """A table with a row, then a run of `rows` held once it has staged and audited them: (its
     source, its process, its gate, a gate for a second run)."""
-    assert wap.run([{"id": 0, "amount": 0.0}], checks=checks)[0] == 0
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=checks, **params)[0] == 0
     path = wap.csv(rows)
     first_gate, second_gate = tmp_path / "first", tmp_path / "second"
     first_gate.mkdir()
     second_gate.mkdir()
-    first = wap.cli(path, env=paused(first_gate, "audit"), checks=checks)
+    first = wap.cli(path, env=paused(first_gate, "audit"), checks=checks, **params)
     wait_paused(first_gate, "audit", first)
     return path, first, first_gate, second_gate
 
@@ -229,20 +229,52 @@ def test_quarantined_rows_stay_when_a_rerun_published_their_snapshot_rebased(wap
     assert quarantined(spark, wap) == [(6, first_report["run_id"])] and report["rows_dropped"] == 1
 
 
-def test_a_rerun_whose_found_branch_was_published_meanwhile_settles_as_already_published(wap, tmp_path):
-    """The branch it found is gone because its run published the snapshot: taking the snapshot up
-    ends as already published, where staging afresh on a main that holds the batch would fail the
-    batch's own unique check."""
+@pytest.mark.parametrize("rebased", [False, True], ids=["as_staged", "rebased"])
+def test_a_rerun_whose_found_branch_was_published_meanwhile_settles_as_already_published(wap, tmp_path, rebased):
+    """The branch it found is gone because its run published the snapshot. As staged: the rerun
+    takes the snapshot up from main. Rebased on a moved main: the rerun stages afresh on a main
+    that holds the batch, where `unique` fails on the batch's own rows, and that publish settles
+    it instead of failing its audit."""
     path, first, first_gate, second_gate = first_held_at_audit(wap, tmp_path, UNIQUE, ROWS)
     second = wap.cli(path, env=paused(second_gate, "resume"), checks=UNIQUE)
     wait_paused(second_gate, "resume", second)
+    if rebased:
+        assert wap.run([{"id": 100, "amount": 1.0}], checks=UNIQUE)[0] == 0  # main moves
     (first_gate / "go").touch()
     code, first_report, out = finish(first)
     assert code == 0 and first_report["status"] == "published", out[-2000:]
+    assert first_report["rebases"] == int(rebased)
     (second_gate / "go").touch()
     code, report, out = finish(second)
     assert code == 0 and report["status"] == "already_published", out[-2000:]
-    assert wap.ids() == [0, 1, 2, 3, 4, 5] and [n for n in wap.refs() if n.startswith("audit_")] == []
+    assert ("staging afresh" in out) == rebased
+    assert wap.ids() == [0, 1, 2, 3, 4, 5] + [100] * rebased
+    assert [n for n in wap.refs() if n.startswith("audit_")] == []
+
+
+def test_a_run_that_took_up_a_snapshot_and_must_stage_again_quarantines_its_own_rows(wap, spark, tmp_path):
+    """In `merge` mode a moved main means staging again, and the new stage first drops the branch
+    that held the taken-up snapshot. If the run whose rows went with that snapshot sees its files
+    changed right then, no ref names its rows and it discards them: the new snapshot must not
+    count on them."""
+    merge = {"mode": "merge", "merge_keys": "id"}
+    path, first, first_gate, second_gate = first_held_at_audit(
+        wap, tmp_path, DROP_NEGATIVE, ROWS + [{"id": 6, "amount": -6.0}], **merge)
+    os.chmod(path, 0o600)  # the same bytes: the second run's identity is the first's
+    second = wap.cli(path, env={"WAP_PAUSE_AT": "resumed,before_write", "WAP_PAUSE_DIR": str(second_gate)},
+                     checks=DROP_NEGATIVE, **merge)
+    wait_paused(second_gate, "resumed", second)  # its branch made on the first run's snapshot
+    assert wap.run([{"id": 100, "amount": 1.0}], checks=DROP_NEGATIVE, **merge)[0] == 0  # main moves
+    (second_gate / "go.resumed").touch()
+    wait_paused(second_gate, "before_write", second)  # staging again: its branch on the snapshot dropped
+    (first_gate / "go").touch()
+    code, first_report, out = finish(first)
+    assert code == 1 and "changed while this run read it" in first_report["error"], out[-2000:]
+    (second_gate / "go.before_write").touch()
+    code, report, out = finish(second)
+    assert code == 0 and report["status"] == "published", out[-2000:]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 100]
+    assert quarantined(spark, wap) == [(6, report["run_id"])] and report["rows_dropped"] == 1
 
 
 def test_a_source_file_rewritten_with_another_header_mid_run_fails_as_changed_not_as_bad_input(wap, tmp_path):
