@@ -94,6 +94,7 @@ FILE_IDS_PROPERTY = "wap.input_file_ids"  # their identities: path, size and con
 # commit that made it. It outlives the snapshot's expiry until the ledger holds the publish.
 PUBLISH_PROPERTY = "wap.last_publish"
 QUARANTINE_PROPERTY = "wap.quarantine_run_id"  # the run whose quarantined rows go with the snapshot
+QUARANTINED_PROPERTY = "wap.quarantined_rows"  # how many rows of the quarantine go with it
 SOURCE_SNAPSHOT_PROPERTY = "source-snapshot-id"  # Iceberg's own: what a rebased snapshot re-commits
 SOURCE_FORMATS = ("csv", "json", "parquet")
 MODES = ("append", "overwrite_partitions", "merge")
@@ -3803,6 +3804,7 @@ class Batch:
     input_pins: dict = field(default_factory=dict)  # path -> what a file rule requires of it (file_pin)
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
+    quarantined: int = None  # how many: a run taking the snapshot up finds them all, or stages afresh
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
     explicit_id: bool = False  # --batch_id named the batch (else it is the input's fingerprint)
 
@@ -3823,6 +3825,8 @@ class Batch:
                       FILE_IDS_PROPERTY: json.dumps(self.file_ids)}
         if self.quarantine_run != self.run_id:
             properties[QUARANTINE_PROPERTY] = self.quarantine_run
+        if self.quarantined is not None:
+            properties[QUARANTINED_PROPERTY] = str(self.quarantined)
         return properties
 
 
@@ -8039,11 +8043,11 @@ def put_event(report, bus_name):
 
 
 def fault_point(step):
-    """Test-only hooks, inert unless their environment variable is set. Steps: before_write,
-    write (after the write, before the guard), audit (after the audit, before publishing), publish,
-    resume (a branch of the batch found to take up, before this run's branch is made on it), resumed
-    (just after),
-    ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
+    """Test-only hooks, inert unless their environment variable is set. Steps: stage (before
+    the branch is made), before_write, write (after the write, before the guard), audit (after
+    the audit, before publishing), publish, resume (a branch of the batch found to take up,
+    before this run's branch is made on it), resumed (just after), ledger_upkeep (after the
+    ledger's compaction committed, before its snapshots expire).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step>[,<step>...] with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
     or `go.<step>` appears there (at most 10 minutes), so a test can line real runs up at a point."""
@@ -8455,15 +8459,25 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             batch.quarantine_run = batch.run_id
             report.rows_dropped, counts, report.quarantine_table = write_quarantine(spark, t, bad, batch)
             report.rows_read = report.rows_dropped + good.count()  # from the cache
+            batch.quarantined = report.rows_dropped
             return counts
+        if bad is not None and staged is not None:  # resumed: the run that staged it quarantined its rows
+            owner = staged["summary"].get(QUARANTINE_PROPERTY) or staged["summary"].get(RUN_PROPERTY)
+            found, counts = quarantined_by(spark, t, batch.batch_id, owner)
+            expected = staged["summary"].get(QUARANTINED_PROPERTY)
+            if expected is not None and expected != str(found):
+                # some are gone (another run's publish of the batch tidied them away, and was then
+                # rolled back, say): publishing the snapshot would lose them
+                log.info("snapshot %s names %s quarantined rows, %d are left: staging afresh",
+                         staged["snapshot_id"], expected, found)
+                drop_branch(spark, t, batch.branch)
+                staged = None
+            else:
+                batch.quarantine_run, batch.quarantined = owner, found
+                report.rows_dropped, dropped_counts = found, counts
+                report.quarantine_table = ".".join([t.catalog, quarantine_ref(t).ident])
         if bad is not None and staged is None:
             dropped_counts = quarantine_own()
-        elif bad is not None:  # resumed: the run that staged the snapshot quarantined its rows
-            batch.quarantine_run = (staged["summary"].get(QUARANTINE_PROPERTY)
-                                    or staged["summary"].get(RUN_PROPERTY))
-            report.rows_dropped, dropped_counts = quarantined_by(spark, t, batch.batch_id,
-                                                                 batch.quarantine_run)
-            report.quarantine_table = ".".join([t.catalog, quarantine_ref(t).ident])
         try:
             return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good,
                                        staged, dropped_counts, quarantine_own)
@@ -8647,6 +8661,7 @@ def stage(spark, p, t, checks, report, batch, df):
     """Write the batch to a branch of this run's own, made at main as it is now; the guard proves
     the write landed there. Returns the staged snapshot_info and the metrics observed on the write."""
     with timed(report, "write"):
+        fault_point("stage")
         table = iceberg_table(spark, t)
         if ref_id(table, batch.branch) is not None:  # a restage replaces this run's own earlier attempt
             drop_branch(spark, t, batch.branch)
@@ -8729,16 +8744,25 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
 
 
 def failed_unless_published(spark, t, p, report, batch, history, ledger, staged):
-    """A failed audit, unless the batch is on main by now: another run of it published after this
-    run's check before the write (its `unique` then fails on the batch's own rows, say), and that
-    publish settles this run as it would have before the write."""
+    """A failed audit, unless another run published the batch with the same checks and config
+    after this run's check before the write (this run's `unique` then fails on the batch's own
+    rows, say): that publish settles this run as it would have before the write. A publish under
+    another config (other checks) leaves the failure standing: its findings are about rows now
+    on main."""
     try:
         decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+    except UnauditedOnMain:
+        raise
     except Exception as e:  # the audit's verdict stands
         log.info("whether the batch reached main meanwhile is unknown (%s)", first_line(e))
         return audit_failed(report)
-    if decision.move is Move.ALREADY_PUBLISHED:
-        return settle_already_published(spark, t, report, batch, ledger, decision.found, decision.main, staged)
+    found = decision.found
+    if (decision.move is Move.ALREADY_PUBLISHED
+            and (found.summary or {}).get(CONFIG_PROPERTY) == batch.config_fingerprint):
+        log.warning("the audit failed (%s), but run %s published this batch with the same checks "
+                    "meanwhile (snapshot %s); this run's failures are against that run's rows on main",
+                    ", ".join(blocking_failures(report)), found.run_id, found.snapshot_id)
+        return settle_already_published(spark, t, report, batch, ledger, found, decision.main, staged)
     return audit_failed(report)
 
 

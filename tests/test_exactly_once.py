@@ -26,7 +26,7 @@ def paused(gate, step):
 def release_when(gate, step, count, procs, timeout=300):
     """Wait until `count` runs have reached `step`, then let them all go at once."""
     deadline = time.time() + timeout
-    while len([n for n in os.listdir(gate) if n.endswith("." + step)]) < count:
+    while len([n for n in os.listdir(gate) if n.endswith("." + step) and not n.startswith("go")]) < count:
         dead = [p for p in procs if p.poll() is not None]
         assert not dead, "a run ended before reaching " + step + ": " + dead[0].stdout.read()[-3000:]
         assert time.time() < deadline, f"runs did not reach {step} in time"
@@ -37,7 +37,7 @@ def release_when(gate, step, count, procs, timeout=300):
 def wait_paused(gate, step, proc, timeout=300):
     """Wait until the run's process is held at `step`."""
     deadline = time.time() + timeout
-    while not any(n.endswith("." + step) for n in os.listdir(gate)):
+    while not any(n.endswith("." + step) and not n.startswith("go") for n in os.listdir(gate)):
         assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
         time.sleep(0.2)
 
@@ -252,6 +252,30 @@ def test_a_rerun_whose_found_branch_was_published_meanwhile_settles_as_already_p
     assert [n for n in wap.refs() if n.startswith("audit_")] == []
 
 
+@pytest.mark.parametrize("same_checks", [True, False], ids=["same_checks", "other_checks"])
+def test_an_audit_failed_on_the_batch_another_run_published_meanwhile_settles_only_under_the_same_checks(
+        wap, tmp_path, same_checks):
+    """The second run found the batch not yet on main, then made its branch on a main that the
+    first run's publish of the batch had reached: its `unique` fails on the batch's own rows.
+    Under the same checks that publish settles it; under other checks the failure stands, since
+    its findings are about rows now on main."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    second = wap.cli(path, env=paused(tmp_path, "stage"), checks=UNIQUE if same_checks else UNIQUE + POSITIVE)
+    wait_paused(tmp_path, "stage", second)  # past its check for the batch on main
+    code, first = wap.run(path, checks=UNIQUE)
+    assert code == 0 and first.status == "published"
+    (tmp_path / "go").touch()
+    code, report, out = finish(second)
+    assert [c["check"] for c in report["checks"] if not c["passed"]] == ["unique"], out[-2000:]
+    if same_checks:
+        assert code == 0 and report["status"] == "already_published"
+        assert [n for n in wap.refs() if n.startswith("audit_")] == []
+    else:
+        assert code == 3 and report["status"] == "audit_failed"
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
 def test_a_run_that_took_up_a_snapshot_and_must_stage_again_quarantines_its_own_rows(wap, spark, tmp_path):
     """In `merge` mode a moved main means staging again, and the new stage first drops the branch
     that held the taken-up snapshot. If the run whose rows went with that snapshot sees its files
@@ -272,7 +296,7 @@ def test_a_run_that_took_up_a_snapshot_and_must_stage_again_quarantines_its_own_
     assert code == 1 and "changed while this run read it" in first_report["error"], out[-2000:]
     (second_gate / "go.before_write").touch()
     code, report, out = finish(second)
-    assert code == 0 and report["status"] == "published", out[-2000:]
+    assert code == 0 and report["status"] == "published" and report["rebases"] == 1, out[-2000:]
     assert wap.ids() == [0, 1, 2, 3, 4, 5, 100]
     assert quarantined(spark, wap) == [(6, report["run_id"])] and report["rows_dropped"] == 1
 
@@ -428,6 +452,27 @@ def test_resume_needs_the_same_config(wap, monkeypatch):
     code, report = wap.run(path, checks=UNIQUE, batch_id="b1")
     assert code == 0 and report.staged_snapshot != first.staged_snapshot
     assert [r["amount"] for r in wap.rows()] == [10.0, 20.0, 30.0, 40.0, 50.0]
+
+
+def test_a_snapshot_whose_quarantined_rows_are_gone_is_not_taken_up(wap, spark, monkeypatch):
+    """A run dies after its audit, its branch and quarantined row left. A run of the batch under
+    other checks stages it afresh, publishes it and tidies the dead run's row away; an operator
+    rolls that publish back. A rerun under the first checks finds the dead run's branch on main:
+    its snapshot names one quarantined row, and none is left, so it is staged afresh."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    before = wap.refs()["main"]
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    with monkeypatch.context() as m:
+        m.setattr(wap_etl, "fault_point", crash_after_the_audit)
+        code, dead = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 1 and dead.branch in wap.refs() and quarantined(spark, wap) == [(6, dead.run_id)]
+    code, other = wap.run(path, checks=DROP_NEGATIVE + UNIQUE)
+    assert code == 0 and other.status == "published" and quarantined(spark, wap) == [(6, other.run_id)]
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    code, rerun = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and rerun.status == "published" and wap.ids() == [0, 1, 2, 3, 4, 5]
+    assert rerun.staged_snapshot != dead.staged_snapshot
+    assert quarantined(spark, wap) == [(6, rerun.run_id)] and rerun.rows_dropped == 1
 
 
 def test_main_rolled_back_between_stage_and_publish_stays_rolled_back(wap, spark, monkeypatch):
