@@ -8744,11 +8744,10 @@ def recheck_state(spark, p, t, checks, report, staged, ledger):
 
 
 def failed_unless_published(spark, t, p, report, batch, history, ledger, staged):
-    """A failed audit, unless another run published the batch with the same checks and config
-    after this run's check before the write (this run's `unique` then fails on the batch's own
-    rows, say): that publish settles this run as it would have before the write. A publish under
-    another config (other checks) leaves the failure standing: its findings are about rows now
-    on main."""
+    """A failed audit, unless another run published the batch after this run's check before the
+    write (this run's `unique` then fails on the batch's own rows, say): that publish settles this
+    run as it would have settled it before the write, whatever its checks, with a warning naming
+    the checks that failed."""
     try:
         decision = decide_publish(spark, t, p, batch, history, ledger, staged)
     except UnauditedOnMain:
@@ -8756,11 +8755,10 @@ def failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
     except Exception as e:  # the audit's verdict stands
         log.info("whether the batch reached main meanwhile is unknown (%s)", first_line(e))
         return audit_failed(report)
-    found = decision.found
-    if (decision.move is Move.ALREADY_PUBLISHED
-            and (found.summary or {}).get(CONFIG_PROPERTY) == batch.config_fingerprint):
-        log.warning("the audit failed (%s), but run %s published this batch with the same checks "
-                    "meanwhile (snapshot %s); this run's failures are against that run's rows on main",
+    if decision.move is Move.ALREADY_PUBLISHED:
+        found = decision.found
+        log.warning("the audit failed (%s), but run %s published this batch meanwhile (snapshot %s): "
+                    "those checks failed against the batch as main holds it now",
                     ", ".join(blocking_failures(report)), found.run_id, found.snapshot_id)
         return settle_already_published(spark, t, report, batch, ledger, found, decision.main, staged)
     return audit_failed(report)
