@@ -3631,6 +3631,12 @@ def discard_own_quarantine(spark, t, batch, report):
                 else discard_quarantine(spark, t, batch, report))
 
 
+def quarantine_owner(summary):
+    """The run whose quarantined rows go with a staged snapshot (its summary): the run that staged
+    it, or the one a run that took it up and rebased it names."""
+    return summary.get(QUARANTINE_PROPERTY) or summary.get(RUN_PROPERTY) or ""
+
+
 def quarantined_here(report, batch):
     """True if this run itself put rows in the quarantine (not a run whose snapshot it resumed)."""
     return bool(report.quarantine_table) and batch.quarantine_run == batch.run_id
@@ -3644,7 +3650,7 @@ def quarantine_taken_up(spark, t, run_id, since_ms):
     for _, ref in java_items(table.refs()):
         snapshot = table.snapshot(ref.snapshotId())
         while (snapshot is not None and snapshot.snapshotId() not in seen
-           and snapshot.timestampMillis() >= since_ms - CLOCK_SKEW_MS):  # another host's clock
+               and snapshot.timestampMillis() >= since_ms - CLOCK_SKEW_MS):  # another host's clock
             seen.add(snapshot.snapshotId())
             summary = snapshot.summary()
             if run_id in (summary.get(QUARANTINE_PROPERTY), summary.get(RUN_PROPERTY)):
@@ -8462,7 +8468,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             batch.quarantined = report.rows_dropped
             return counts
         if bad is not None and staged is not None:  # resumed: the run that staged it quarantined its rows
-            owner = staged["summary"].get(QUARANTINE_PROPERTY) or staged["summary"].get(RUN_PROPERTY)
+            owner = quarantine_owner(staged["summary"])
             found, counts = quarantined_by(spark, t, batch.batch_id, owner)
             expected = staged["summary"].get(QUARANTINED_PROPERTY)
             if expected is not None and expected != str(found):
@@ -8805,11 +8811,9 @@ def kept_by_its_run(spark, t, batch, info):
     A run whose files changed drops its branch and then discards its rows unless some ref holds
     its snapshot; once its branch is gone, it may have looked before this run's branch was made
     (whichever branch of the batch this run found there)."""
-    summary = info["summary"]
-    owner = summary.get(QUARANTINE_PROPERTY) or summary.get(RUN_PROPERTY) or ""
     table = iceberg_table(spark, t)
     main = ref_id(table, "main")
-    return (ref_id(table, run_branch(batch.batch_id, owner)) is not None
+    return (ref_id(table, run_branch(batch.batch_id, quarantine_owner(info["summary"]))) is not None
             or main is not None and java(spark.sparkContext._jvm, "org.apache.iceberg.util.SnapshotUtil")
             .isAncestorOf(table, main, info["snapshot_id"]))
 
