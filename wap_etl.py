@@ -3626,9 +3626,12 @@ def discard_own_quarantine(spark, t, batch, report):
     that run's. Called once the run's own branch is gone: kept_by_its_run relies on that order."""
     if not quarantined_here(report, batch):
         return
-    started_ms = int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
-    side_effect("quarantine clean-up", lambda: None if quarantine_taken_up(spark, t, batch.run_id, started_ms)
+    side_effect("quarantine clean-up", lambda: None if quarantine_taken_up(spark, t, batch.run_id, started_ms(report))
                 else discard_quarantine(spark, t, batch, report))
+
+
+def started_ms(report):
+    return int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
 
 
 def quarantine_owner(summary):
@@ -3648,16 +3651,23 @@ def quarantine_taken_up(spark, t, run_id, since_ms):
     from it, that another run resumed (and perhaps published)."""
     table, seen = iceberg_table(spark, t), set()
     for _, ref in java_items(table.refs()):
-        snapshot = table.snapshot(ref.snapshotId())
-        while (snapshot is not None and snapshot.snapshotId() not in seen
-               and snapshot.timestampMillis() >= since_ms - CLOCK_SKEW_MS):  # another host's clock
-            seen.add(snapshot.snapshotId())
+        for snapshot in snapshots_since(table, table.snapshot(ref.snapshotId()), since_ms, seen):
             summary = snapshot.summary()
             if run_id in (summary.get(QUARANTINE_PROPERTY), summary.get(RUN_PROPERTY)):
                 return True
-            parent = snapshot.parentId()
-            snapshot = table.snapshot(parent) if parent is not None else None
     return False
+
+
+def snapshots_since(table, snapshot, since_ms, seen=None):
+    """A snapshot and its ancestors, newest first, back to `since_ms` (less another host's clock
+    skew); none twice across walks sharing `seen`."""
+    seen = set() if seen is None else seen
+    while (snapshot is not None and snapshot.snapshotId() not in seen
+           and snapshot.timestampMillis() >= since_ms - CLOCK_SKEW_MS):
+        seen.add(snapshot.snapshotId())
+        yield snapshot
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
 
 
 LISTED_SIZES_MAX_FILES = 1000  # past this many files, reading Spark's listing costs too many JVM calls
@@ -4720,7 +4730,8 @@ def write_quarantine(spark, t, bad, batch):
                            *[col(c) for c in rows.columns if c.lower() not in have])
     if total:  # merge-schema: the quarantine evolves with the table, whatever the ALTER
         (rows.writeTo(q.sql).option("merge-schema", "true")
-         .option(f"snapshot-property.{BATCH_PROPERTY}", batch.batch_id).append())
+         .option(f"snapshot-property.{BATCH_PROPERTY}", batch.batch_id)
+         .option(f"snapshot-property.{RUN_PROPERTY}", batch.run_id).append())
     return total, counts, f"{q.catalog}.{q.ident}"
 
 
@@ -4748,13 +4759,36 @@ def discard_quarantine(spark, t, batch, report):
     report.rows_dropped, report.quarantine_table = 0, None
 
 
-def tidy_quarantine(spark, t, batch):
-    """Once the batch is on main, its quarantine holds the rows the publishing run dropped, and no
-    other run's (failed or superseded attempts)."""
-    q = quarantine_ref(t)
-    if table_exists(spark, q):
-        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch.batch_id}' "
-                  f"AND (`_wap_run_id` IS NULL OR `_wap_run_id` <> '{batch.quarantine_run}')")
+def tidy_quarantine(spark, t, report, batch, since_ms=None):
+    """Once the batch is consumed, its quarantine holds one run's rows, no failed or superseded
+    attempt's. Published: the publishing run's (the compare-and-swap of main put it after every
+    other run of the batch). Every row quarantined (`since_ms`: the run's start): nothing orders
+    two runs of the batch but their quarantine commits, so a run removes only rows quarantined
+    before its own; whichever tidies last, the newest quarantine stays. A side effect: a failed
+    tidy-up leaves rows behind, never changes the outcome."""
+    def tidy():
+        q = quarantine_ref(t)
+        if not table_exists(spark, q):
+            return
+        keep = {batch.quarantine_run} if since_ms is None else quarantined_since_own(spark, q, batch, since_ms)
+        if keep:  # rows of runs that predate run ids go too
+            spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND (`_wap_run_id` "
+                      f"IS NULL OR `_wap_run_id` NOT IN ({', '.join(map(_lit, sorted(keep)))}))")
+    if report.quarantine_table:
+        side_effect("quarantine tidy-up", tidy)
+
+
+def quarantined_since_own(spark, q, batch, since_ms):
+    """The runs whose quarantine of the batch committed after this run's own, with its own; empty
+    if its own commit is not found (nothing is then provably older)."""
+    table, runs = iceberg_table(spark, q), set()
+    for snapshot in snapshots_since(table, table.currentSnapshot(), since_ms):
+        summary = snapshot.summary()
+        if summary.get(BATCH_PROPERTY) == batch.batch_id and summary.get(RUN_PROPERTY):
+            runs.add(summary.get(RUN_PROPERTY))
+            if summary.get(RUN_PROPERTY) == batch.quarantine_run:
+                return runs
+    return set()
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):
@@ -8548,8 +8582,12 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 report.status = (Status.QUARANTINED if report.rows_dropped and p.publish
                                  else Status.NOTHING_TO_PUBLISH)  # --publish false consumes nothing
                 report.main_snapshot_after = staged["parent_id"]
-                if report.quarantine_table:
-                    side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))
+                if report.quarantine_table and batch.quarantine_run != batch.run_id:
+                    # a taken-up snapshot's rows are its run's, which may still discard them once
+                    # this run's branch is gone: this run consumes the batch with its own (the
+                    # same rows, by the same checks: the audit's counts stand)
+                    quarantine_own()
+                tidy_quarantine(spark, t, report, batch, started_ms(report))
                 drop_branch(spark, t, batch.branch)
                 log.log(logging.WARNING if report.rows_dropped else logging.INFO,
                         "every row of the batch was quarantined; nothing to publish" if report.rows_dropped
@@ -8566,8 +8604,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 if decision.move is Move.PUBLISH:
                     swap_main(spark, batch, decision, staged["snapshot_id"], ledger)
                     fault_point("publish")
-                    if report.quarantine_table:
-                        side_effect("quarantine tidy-up", lambda: tidy_quarantine(spark, t, batch))
+                    tidy_quarantine(spark, t, report, batch)
                     report.status, report.main_snapshot_after = Status.PUBLISHED, staged["snapshot_id"]
                     log.info("published batch %s to %s (snapshot %s)", batch.batch_id, report.table,
                              staged["snapshot_id"])
@@ -8631,6 +8668,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     report.main_snapshot_after = found.snapshot_id if ours else main
     report.staged_snapshot = found.snapshot_id
     if ours:
+        tidy_quarantine(spark, t, report, batch)
         return EXIT_OK
     if staged is not None and found.snapshot_id == staged["snapshot_id"]:
         log.info("batch %s: another run published this run's staged snapshot %s", batch.batch_id,

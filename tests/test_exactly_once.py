@@ -154,6 +154,40 @@ def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_ru
     assert report["rows_dropped"] == 1 and report["quarantine_table"], "they stay, and so does their record"
 
 
+ALL_NEGATIVE = [{"id": 7, "amount": -7.0}, {"id": 8, "amount": -8.0}]
+
+
+def test_of_two_runs_at_once_of_a_batch_whose_every_row_is_quarantined_the_later_ones_rows_stay(wap, spark, tmp_path):
+    """No publish orders them: each removes only the rows quarantined before its own, so the two
+    tidy-ups cannot remove each other's."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ALL_NEGATIVE)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    first = wap.cli(path, env=paused(gate, "stage"), checks=DROP_NEGATIVE)
+    wait_paused(gate, "stage", first)  # its rows quarantined, nothing staged
+    code, second = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and second.status == "quarantined" and second.rows_dropped == 2
+    (gate / "go").touch()
+    code, report, out = finish(first)
+    assert code == 0 and report["status"] == "quarantined", out[-2000:]
+    assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
+    assert wap.ids() == [0]
+
+
+def test_a_run_that_took_up_a_snapshot_whose_every_row_is_quarantined_consumes_it_with_its_own_rows(wap, spark, tmp_path):
+    """Its branch is the only thing keeping the other run's rows, and it drops it: the other run,
+    seeing its file changed afterwards, discards them."""
+    path, first, gate, _ = first_held_at_audit(wap, tmp_path, DROP_NEGATIVE, ALL_NEGATIVE)
+    os.chmod(path, 0o600)  # the same bytes: the same input, a changed stamp
+    code, second = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and second.status == "quarantined" and second.rows_dropped == 2
+    (gate / "go").touch()
+    code, report, out = finish(first)
+    assert code == 1 and "changed while this run read it" in report["error"], out[-2000:]
+    assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
+
+
 def first_held_at_audit(wap, tmp_path, checks, rows, **params):
     """A table with a row, then a run of `rows` held once it has staged and audited them: (its
     source, its process, its gate, a gate for a second run)."""
@@ -729,6 +763,24 @@ def test_published_batch_quarantine_holds_only_the_publishing_runs_rows(wap, spa
     assert code == 0 and report.status == "published"
     rows = [(r["id"], r["_wap_run_id"]) for r in spark.table(f"{wap.sql}_quarantine").collect()]
     assert rows == [(3, report.run_id)]
+
+
+def test_a_publish_whose_commit_outcome_was_lost_tidies_the_quarantine_as_any_publish(wap, spark, monkeypatch):
+    """The catalog's answer to the swap is lost (a timeout after it landed): the run decides again,
+    finds its own snapshot on main, and ends published, with the batch's quarantine its own."""
+    drop = {"check": "between", "column": "amount", "min": 0, "action": "drop"}
+    code, failed = wap.run([{"id": 1, "amount": -1.0}, {"id": 2, "amount": 2.0}, {"id": 2, "amount": 3.0}],
+                           checks=[drop, {"check": "unique", "columns": ["id"]}], batch_id="b1")
+    assert code == 3 and failed.rows_dropped == 1
+    real = wap_etl.swap_main
+
+    def answer_lost(*args):
+        real(*args)
+        raise wap_etl.CommitConflict("CommitStateUnknownException")
+    monkeypatch.setattr(wap_etl, "swap_main", answer_lost)
+    code, report = wap.run([{"id": 3, "amount": -3.0}, {"id": 4, "amount": 4.0}], checks=[drop], batch_id="b1")
+    assert code == 0 and report.status == "published" and wap.ids() == [4]
+    assert quarantined(spark, wap) == [(3, report.run_id)]
 
 
 def test_guard_ends_already_published_when_another_run_published_this_runs_snapshot(wap, spark,
