@@ -4752,8 +4752,8 @@ def discard_quarantine(spark, t, batch, report):
     quarantined rows go, and its report and ledger row no longer count or point to them."""
     q = quarantine_ref(t)
     if table_exists(spark, q):
-        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = '{batch.batch_id}' "
-                  f"AND `_wap_run_id` = '{batch.run_id}'")
+        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} "
+                  f"AND `_wap_run_id` = {_lit(batch.run_id)}")
         if report.rows_dropped:
             log.info("the %s rows this run quarantined were discarded", report.rows_dropped)
     report.rows_dropped, report.quarantine_table = 0, None
@@ -4764,31 +4764,46 @@ def tidy_quarantine(spark, t, report, batch, since_ms=None):
     attempt's. Published: the publishing run's (the compare-and-swap of main put it after every
     other run of the batch). Every row quarantined (`since_ms`: the run's start): nothing orders
     two runs of the batch but their quarantine commits, so a run removes only rows quarantined
-    before its own; whichever tidies last, the newest quarantine stays. A side effect: a failed
-    tidy-up leaves rows behind, never changes the outcome."""
+    before its own (superseded_quarantines); whichever tidies last, the newest quarantine stays.
+    A side effect: a failed tidy-up leaves rows behind, never changes the outcome."""
     def tidy():
         q = quarantine_ref(t)
         if not table_exists(spark, q):
             return
-        keep = {batch.quarantine_run} if since_ms is None else quarantined_since_own(spark, q, batch, since_ms)
-        if keep:  # rows of runs that predate run ids go too
-            spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND (`_wap_run_id` "
-                      f"IS NULL OR `_wap_run_id` NOT IN ({', '.join(map(_lit, sorted(keep)))}))")
+        if since_ms is None:
+            gone = [f"`_wap_run_id` <> {_lit(batch.quarantine_run)}"]
+        else:
+            older = superseded_quarantines(spark, t, q, batch, since_ms)
+            gone = [f"`_wap_run_id` IN ({', '.join(map(_lit, sorted(older)))})"] if older else []
+        # rows of runs that predate run ids go too
+        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND "
+                  f"({' OR '.join(['`_wap_run_id` IS NULL'] + gone)})")
     if report.quarantine_table:
         side_effect("quarantine tidy-up", tidy)
 
 
-def quarantined_since_own(spark, q, batch, since_ms):
-    """The runs whose quarantine of the batch committed after this run's own, with its own; empty
-    if its own commit is not found (nothing is then provably older)."""
-    table, runs = iceberg_table(spark, q), set()
-    for snapshot in snapshots_since(table, table.currentSnapshot(), since_ms):
+def superseded_quarantines(spark, t, q, batch, since_ms):
+    """The runs whose rows of the batch were quarantined before this run's own (none if its own
+    commit is not found): the runs with rows as of the quarantine snapshot the walk starts from
+    (a run quarantining meanwhile is not among them), less those whose commits the walk met on
+    its way to this run's own. None of them that still has a branch of the batch, or a snapshot
+    since this run started (a run that may yet publish the batch, or did)."""
+    table, newer = iceberg_table(spark, q), set()
+    head = table.currentSnapshot()
+    for snapshot in snapshots_since(table, head, since_ms):
         summary = snapshot.summary()
         if summary.get(BATCH_PROPERTY) == batch.batch_id and summary.get(RUN_PROPERTY):
-            runs.add(summary.get(RUN_PROPERTY))
+            newer.add(summary.get(RUN_PROPERTY))
             if summary.get(RUN_PROPERTY) == batch.quarantine_run:
-                return runs
-    return set()
+                break
+    else:
+        return set()
+    present = {r[0] for r in spark.sql(
+        f"SELECT DISTINCT `_wap_run_id` FROM {q.sql} VERSION AS OF {head.snapshotId()} "
+        f"WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND `_wap_run_id` IS NOT NULL").collect()}
+    branches = {str(name) for name, _ in java_items(iceberg_table(spark, t).refs())}
+    return {run for run in present - newer if run_branch(batch.batch_id, run) not in branches
+            and not quarantine_taken_up(spark, t, run, since_ms)}
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):
@@ -8578,16 +8593,24 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             check_input_unchanged(spark, t, batch, report)  # what was staged and audited is the batch's input
             if changes_nothing(staged):
                 # every row quarantined: its input counts as consumed (the ledger row says so), so
-                # neither a rerun nor --source_files new reads and quarantines it again
-                report.status = (Status.QUARANTINED if report.rows_dropped and p.publish
-                                 else Status.NOTHING_TO_PUBLISH)  # --publish false consumes nothing
+                # neither a rerun nor --source_files new reads and quarantines it again. No publish
+                # orders the runs of such a batch: another may have consumed it meanwhile
+                consumes = bool(report.rows_dropped) and p.publish  # --publish false consumes nothing
+                if consumes:
+                    ledger.forget()
+                    decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+                    if decision.move is Move.ALREADY_PUBLISHED:
+                        return settle_already_published(spark, t, report, batch, ledger, decision.found,
+                                                        decision.main, staged)
+                report.status = Status.QUARANTINED if consumes else Status.NOTHING_TO_PUBLISH
                 report.main_snapshot_after = staged["parent_id"]
                 if report.quarantine_table and batch.quarantine_run != batch.run_id:
                     # a taken-up snapshot's rows are its run's, which may still discard them once
                     # this run's branch is gone: this run consumes the batch with its own (the
                     # same rows, by the same checks: the audit's counts stand)
                     quarantine_own()
-                tidy_quarantine(spark, t, report, batch, started_ms(report))
+                if consumes:  # a run that consumes nothing leaves other runs' rows alone
+                    tidy_quarantine(spark, t, report, batch, started_ms(report))
                 drop_branch(spark, t, batch.branch)
                 log.log(logging.WARNING if report.rows_dropped else logging.INFO,
                         "every row of the batch was quarantined; nothing to publish" if report.rows_dropped
