@@ -4157,13 +4157,16 @@ class Ledger:
         prefetch may run it on another thread."""
         if not self.exists():
             return [], None
+        from pyspark.sql import functions as F
         ledger = self.spark.table(self.ref.sql)  # one load, for its columns and its rows
         columns = {f.name.lower() for f in ledger.schema.fields}
         ids = "input_file_ids" in columns
+        # finished_at as micros since the epoch: only sorted, never shown, and a timestamp column
+        # would make PySpark convert every field of every row (a third of a long ledger's read)
         rows = (self.runs(columns, ledger).filter(F_in("status", CONSUMED))
                 .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
-                        "input_files", "input_fingerprint", "finished_at", "rows_written", "metrics",
-                        *(["input_file_ids"] if ids else [])).collect())
+                        "input_files", "input_fingerprint", F.unix_micros("finished_at").alias("finished_at"),
+                        "rows_written", "metrics", *(["input_file_ids"] if ids else [])).collect())
         # as dicts: a Row finds a field by name by searching its field list, which over a long
         # ledger's rows, each read a dozen times, cost more than the read itself
         return [r.asDict() for r in rows], columns
@@ -4451,8 +4454,9 @@ def epoch_micros(value):
 
 
 def finished_first(row):
-    """Sort key of ledger rows: newest finished first (reversed), unfinished ones last."""
-    return row["finished_at"] is not None, row["finished_at"] or datetime.min
+    """Sort key of consumed rows (finished_at in micros): newest finished first (reversed),
+    unfinished ones last."""
+    return row["finished_at"] is not None, row["finished_at"] or 0
 
 
 def F_in(column, values):
