@@ -3626,12 +3626,9 @@ def discard_own_quarantine(spark, t, batch, report):
     that run's. Called once the run's own branch is gone: kept_by_its_run relies on that order."""
     if not quarantined_here(report, batch):
         return
-    side_effect("quarantine clean-up", lambda: None if quarantine_taken_up(spark, t, batch.run_id, started_ms(report))
+    started_ms = int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
+    side_effect("quarantine clean-up", lambda: None if quarantine_taken_up(spark, t, batch.run_id, started_ms)
                 else discard_quarantine(spark, t, batch, report))
-
-
-def started_ms(report):
-    return int(datetime.fromisoformat(report.started_at).timestamp() * 1000)
 
 
 def quarantine_owner(summary):
@@ -3651,23 +3648,16 @@ def quarantine_taken_up(spark, t, run_id, since_ms):
     from it, that another run resumed (and perhaps published)."""
     table, seen = iceberg_table(spark, t), set()
     for _, ref in java_items(table.refs()):
-        for snapshot in snapshots_since(table, table.snapshot(ref.snapshotId()), since_ms, seen):
+        snapshot = table.snapshot(ref.snapshotId())
+        while (snapshot is not None and snapshot.snapshotId() not in seen
+               and snapshot.timestampMillis() >= since_ms - CLOCK_SKEW_MS):  # another host's clock
+            seen.add(snapshot.snapshotId())
             summary = snapshot.summary()
             if run_id in (summary.get(QUARANTINE_PROPERTY), summary.get(RUN_PROPERTY)):
                 return True
+            parent = snapshot.parentId()
+            snapshot = table.snapshot(parent) if parent is not None else None
     return False
-
-
-def snapshots_since(table, snapshot, since_ms, seen=None):
-    """A snapshot and its ancestors, newest first, back to `since_ms` (less another host's clock
-    skew); none twice across walks sharing `seen`."""
-    seen = set() if seen is None else seen
-    while (snapshot is not None and snapshot.snapshotId() not in seen
-           and snapshot.timestampMillis() >= since_ms - CLOCK_SKEW_MS):
-        seen.add(snapshot.snapshotId())
-        yield snapshot
-        parent = snapshot.parentId()
-        snapshot = table.snapshot(parent) if parent is not None else None
 
 
 LISTED_SIZES_MAX_FILES = 1000  # past this many files, reading Spark's listing costs too many JVM calls
@@ -4217,6 +4207,15 @@ class Ledger:
                 or (r["status"] == "error" and r["checks"]
                     and not any(c["action"] == "fail" and not c["passed"] for c in r["checks"]))}
 
+    def ended(self, batch_id):
+        """The run ids of the batch's runs that recorded their end (a run writes its row, with its
+        exit code, as it ends, whatever its outcome)."""
+        if not self.exists():
+            return set()
+        from pyspark.sql import functions as F
+        return {r["run_id"] for r in self.runs().filter((F.col("batch_id") == batch_id) & F.col("exit_code").isNotNull())
+                .select("run_id").distinct().collect()}
+
     def known(self, metadata=None):
         """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
         last-publish property (set by the publish's own commit), to carry main's ancestry past
@@ -4734,8 +4733,7 @@ def write_quarantine(spark, t, bad, batch):
                            *[col(c) for c in rows.columns if c.lower() not in have])
     if total:  # merge-schema: the quarantine evolves with the table, whatever the ALTER
         (rows.writeTo(q.sql).option("merge-schema", "true")
-         .option(f"snapshot-property.{BATCH_PROPERTY}", batch.batch_id)
-         .option(f"snapshot-property.{RUN_PROPERTY}", batch.run_id).append())
+         .option(f"snapshot-property.{BATCH_PROPERTY}", batch.batch_id).append())
     return total, counts, f"{q.catalog}.{q.ident}"
 
 
@@ -4763,51 +4761,28 @@ def discard_quarantine(spark, t, batch, report):
     report.rows_dropped, report.quarantine_table = 0, None
 
 
-def tidy_quarantine(spark, t, report, batch, since_ms=None):
-    """Once the batch is consumed, its quarantine holds one run's rows, no failed or superseded
-    attempt's. Published: the publishing run's (the compare-and-swap of main put it after every
-    other run of the batch). Every row quarantined (`since_ms`: the run's start): nothing orders
-    two runs of the batch but their quarantine commits, so a run removes only rows quarantined
-    before its own (superseded_quarantines); whichever tidies last, the newest quarantine stays.
-    A side effect: a failed tidy-up leaves rows behind, never changes the outcome."""
+def tidy_quarantine(spark, t, report, batch, ledger=None, taken_up=None):
+    """Once the batch is consumed, its quarantine holds its consumer's rows, no failed or
+    superseded attempt's. Published: the publishing run's alone (the compare-and-swap of main put
+    it after every other run of the batch). Every row quarantined (`ledger` given): no publish
+    orders the runs, so a run removes only the rows of runs the ledger records as ended (a run
+    still going, or killed, may yet consume the batch with its own), and those of the run whose
+    snapshot it took up (`taken_up`: it quarantined the same rows again as its own). A side
+    effect: a failed tidy-up leaves rows behind, never changes the outcome."""
     def tidy():
         q = quarantine_ref(t)
         if not table_exists(spark, q):
             return
-        if since_ms is None:
+        if ledger is None:
             gone = [f"`_wap_run_id` <> {_lit(batch.quarantine_run)}"]
         else:
-            older = superseded_quarantines(spark, t, q, batch, since_ms)
-            gone = [f"`_wap_run_id` IN ({', '.join(map(_lit, sorted(older)))})"] if older else []
+            ended = (ledger.ended(batch.batch_id) | {taken_up}) - {batch.quarantine_run, None}
+            gone = [f"`_wap_run_id` IN ({', '.join(map(_lit, sorted(ended)))})"] if ended else []
         # rows of runs that predate run ids go too
         spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND "
                   f"({' OR '.join(['`_wap_run_id` IS NULL'] + gone)})")
     if report.quarantine_table:
         side_effect("quarantine tidy-up", tidy)
-
-
-def superseded_quarantines(spark, t, q, batch, since_ms):
-    """The runs whose rows of the batch were quarantined before this run's own (none if its own
-    commit is not found): the runs with rows as of the quarantine snapshot the walk starts from
-    (a run quarantining meanwhile is not among them), less those whose commits the walk met on
-    its way to this run's own. None of them that still has a branch of the batch, or a snapshot
-    since this run started (a run that may yet publish the batch, or did)."""
-    table, newer = iceberg_table(spark, q), set()
-    head = table.currentSnapshot()
-    for snapshot in snapshots_since(table, head, since_ms):
-        summary = snapshot.summary()
-        if summary.get(BATCH_PROPERTY) == batch.batch_id and summary.get(RUN_PROPERTY):
-            newer.add(summary.get(RUN_PROPERTY))
-            if summary.get(RUN_PROPERTY) == batch.quarantine_run:
-                break
-    else:
-        return set()
-    present = {r[0] for r in spark.sql(
-        f"SELECT DISTINCT `_wap_run_id` FROM {q.sql} VERSION AS OF {head.snapshotId()} "
-        f"WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND `_wap_run_id` IS NOT NULL").collect()}
-    branches = {str(name) for name, _ in java_items(iceberg_table(spark, t).refs())}
-    return {run for run in present - newer if run_branch(batch.batch_id, run) not in branches
-            and not quarantine_taken_up(spark, t, run, since_ms)}
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):
@@ -8608,13 +8583,14 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                                                         decision.main, staged)
                 report.status = Status.QUARANTINED if consumes else Status.NOTHING_TO_PUBLISH
                 report.main_snapshot_after = staged["parent_id"]
-                if report.quarantine_table and batch.quarantine_run != batch.run_id:
+                taken_up = batch.quarantine_run if batch.quarantine_run != batch.run_id else None
+                if consumes and taken_up:
                     # a taken-up snapshot's rows are its run's, which may still discard them once
-                    # this run's branch is gone: this run consumes the batch with its own (the
-                    # same rows, by the same checks: the audit's counts stand)
+                    # this run's branch is gone (or, killed, never tidy them): this run consumes
+                    # the batch with its own, the same rows by the same checks, and removes those
                     quarantine_own()
                 if consumes:  # a run that consumes nothing leaves other runs' rows alone
-                    tidy_quarantine(spark, t, report, batch, started_ms(report))
+                    tidy_quarantine(spark, t, report, batch, ledger, taken_up)
                 drop_branch(spark, t, batch.branch)
                 log.log(logging.WARNING if report.rows_dropped else logging.INFO,
                         "every row of the batch was quarantined; nothing to publish" if report.rows_dropped
@@ -8693,7 +8669,8 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     ours = staged is not None and unknown_commit and found.snapshot_id == staged["snapshot_id"]
     report.status = Status.PUBLISHED if ours else Status.ALREADY_PUBLISHED
     report.main_snapshot_after = found.snapshot_id if ours else main
-    report.staged_snapshot = found.snapshot_id
+    if found.snapshot_id is not None:  # a run that quarantined every row published no snapshot
+        report.staged_snapshot = found.snapshot_id
     if ours:
         tidy_quarantine(spark, t, report, batch)
         return EXIT_OK

@@ -192,16 +192,34 @@ def test_a_run_that_took_up_a_snapshot_whose_every_row_is_quarantined_consumes_i
 
 
 def test_a_run_quarantining_every_row_leaves_the_rows_of_a_run_yet_to_publish_the_batch(wap, spark, tmp_path):
-    """Under stricter checks a second run drops every row of the batch while the first, staged
-    under its own, has yet to publish: the first's rows stay, so its publish keeps them."""
-    path, first, gate, _ = first_held_at_audit(wap, tmp_path, DROP_NEGATIVE, ROWS + [{"id": 6, "amount": -6.0}])
-    stricter = [dict(DROP_NEGATIVE[0], min=100)]
-    code, second = wap.run(path, checks=stricter)
+    """Under stricter checks a second run drops every row of the batch while the first, its rows
+    quarantined and nothing staged yet, has still to publish: the first's rows stay, so its
+    publish keeps them."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    first = wap.cli(path, env=paused(gate, "stage"), checks=DROP_NEGATIVE)
+    wait_paused(gate, "stage", first)
+    code, second = wap.run(path, checks=[dict(DROP_NEGATIVE[0], min=100)])
     assert code == 0 and second.status == "quarantined" and second.rows_dropped == 6
     (gate / "go").touch()
     code, report, out = finish(first)
     assert code == 0 and report["status"] == "published", out[-2000:]
     assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, report["run_id"])]
+
+
+def test_a_rerun_taking_up_a_killed_runs_snapshot_whose_every_row_is_quarantined_leaves_the_rows_once(wap, spark):
+    """The killed run never ends, so no tidy-up of ended runs would remove its rows: the rerun
+    that took its snapshot up quarantines its own and removes the killed run's."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ALL_NEGATIVE)
+    killed = wap.cli(path, env={"WAP_FAULT_AFTER": "audit"}, checks=DROP_NEGATIVE)
+    out, _ = killed.communicate(timeout=400)
+    assert killed.returncode == 137, out[-3000:]
+    code, rerun = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and rerun.status == "quarantined" and rerun.rows_dropped == 2
+    assert sorted(quarantined(spark, wap)) == [(7, rerun.run_id), (8, rerun.run_id)]
 
 
 def test_a_run_that_consumes_nothing_leaves_other_runs_quarantined_rows(wap, spark, monkeypatch):
