@@ -4207,14 +4207,17 @@ class Ledger:
                 or (r["status"] == "error" and r["checks"]
                     and not any(c["action"] == "fail" and not c["passed"] for c in r["checks"]))}
 
-    def ended(self, batch_id):
-        """The run ids of the batch's runs that recorded their end (a run writes its row, with its
-        exit code, as it ends, whatever its outcome)."""
+    def ended_unconsumed(self, batch_id):
+        """The run ids of the batch's runs that ended without consuming it (a run writes its row,
+        with its exit code, as it ends; a run that consumed the batch is never among them, even
+        with a row of another status)."""
         if not self.exists():
             return set()
         from pyspark.sql import functions as F
-        return {r["run_id"] for r in self.runs().filter((F.col("batch_id") == batch_id) & F.col("exit_code").isNotNull())
-                .select("run_id").distinct().collect()}
+        rows = (self.runs().filter((F.col("batch_id") == batch_id) & F.col("exit_code").isNotNull())
+                .select("run_id", "status").collect())
+        consumers = {r["run_id"] for r in rows if r["status"] in CONSUMED}
+        return {r["run_id"] for r in rows} - consumers
 
     def known(self, metadata=None):
         """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
@@ -4765,10 +4768,11 @@ def tidy_quarantine(spark, t, report, batch, ledger=None, taken_up=None):
     """Once the batch is consumed, its quarantine holds its consumer's rows, no failed or
     superseded attempt's. Published: the publishing run's alone (the compare-and-swap of main put
     it after every other run of the batch). Every row quarantined (`ledger` given): no publish
-    orders the runs, so a run removes only the rows of runs the ledger records as ended (a run
-    still going, or killed, may yet consume the batch with its own), and those of the run whose
-    snapshot it took up (`taken_up`: it quarantined the same rows again as its own). A side
-    effect: a failed tidy-up leaves rows behind, never changes the outcome."""
+    orders the runs, so a run removes only the rows of runs the ledger records as ended without
+    consuming the batch (a run still going, or killed, may yet consume it with its own; one that
+    consumed it may have removed this run's as it tidied), and those of the run whose snapshot it
+    took up (`taken_up`: it quarantined the same rows again as its own). A side effect: a failed
+    tidy-up leaves rows behind, never changes the outcome."""
     def tidy():
         q = quarantine_ref(t)
         if not table_exists(spark, q):
@@ -4776,7 +4780,7 @@ def tidy_quarantine(spark, t, report, batch, ledger=None, taken_up=None):
         if ledger is None:
             gone = [f"`_wap_run_id` <> {_lit(batch.quarantine_run)}"]
         else:
-            ended = (ledger.ended(batch.batch_id) | {taken_up}) - {batch.quarantine_run, None}
+            ended = (ledger.ended_unconsumed(batch.batch_id) | {taken_up}) - {batch.quarantine_run, None}
             gone = [f"`_wap_run_id` IN ({', '.join(map(_lit, sorted(ended)))})"] if ended else []
         # rows of runs that predate run ids go too
         spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND "
@@ -8080,7 +8084,9 @@ def fault_point(step):
     """Test-only hooks, inert unless their environment variable is set. Steps: stage (before
     the branch is made), before_write, write (after the write, before the guard), audit (after
     the audit, before publishing), publish, resume (a branch of the batch found to take up,
-    before this run's branch is made on it), resumed (just after), ledger_upkeep (after the
+    before this run's branch is made on it), resumed (just after), quarantined (every row
+    quarantined and no other run found to have consumed the batch, before the quarantine's
+    tidy-up), ledger_upkeep (after the
     ledger's compaction committed, before its snapshots expire).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step>[,<step>...] with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
@@ -8590,6 +8596,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                     # the batch with its own, the same rows by the same checks, and removes those
                     quarantine_own()
                 if consumes:  # a run that consumes nothing leaves other runs' rows alone
+                    fault_point("quarantined")
                     tidy_quarantine(spark, t, report, batch, ledger, taken_up)
                 drop_branch(spark, t, batch.branch)
                 log.log(logging.WARNING if report.rows_dropped else logging.INFO,

@@ -209,6 +209,24 @@ def test_a_run_quarantining_every_row_leaves_the_rows_of_a_run_yet_to_publish_th
     assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, report["run_id"])]
 
 
+def test_a_run_whose_every_row_is_quarantined_spares_the_rows_of_a_run_that_took_its_snapshot_up_and_consumed_it(
+        wap, spark, tmp_path):
+    """The second run consumed the batch with its own rows, removing the first's; the first, which
+    had found no consumer just before, must not remove the second's as those of an ended run."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ALL_NEGATIVE)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    first = wap.cli(path, env=paused(gate, "quarantined"), checks=DROP_NEGATIVE)
+    wait_paused(gate, "quarantined", first)  # it looked for a consumer and found none
+    code, second = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and second.status == "quarantined" and second.staged_snapshot is not None
+    (gate / "go").touch()
+    code, report, out = finish(first)
+    assert code == 0 and report["status"] == "quarantined", out[-2000:]
+    assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
+
+
 def test_a_rerun_taking_up_a_killed_runs_snapshot_whose_every_row_is_quarantined_leaves_the_rows_once(wap, spark):
     """The killed run never ends, so no tidy-up of ended runs would remove its rows: the rerun
     that took its snapshot up quarantines its own and removes the killed run's."""
