@@ -8587,14 +8587,21 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                     if decision.move is Move.ALREADY_PUBLISHED:
                         return settle_already_published(spark, t, report, batch, ledger, decision.found,
                                                         decision.main, staged)
-                report.status = Status.QUARANTINED if consumes else Status.NOTHING_TO_PUBLISH
-                report.main_snapshot_after = staged["parent_id"]
                 taken_up = batch.quarantine_run if batch.quarantine_run != batch.run_id else None
                 if consumes and taken_up:
                     # a taken-up snapshot's rows are its run's, which may still discard them once
                     # this run's branch is gone (or, killed, never tidy them): this run consumes
                     # the batch with its own, the same rows by the same checks, and removes those
-                    quarantine_own()
+                    dropped_counts = quarantine_own()
+                    if report.rows_read != report.rows_dropped:
+                        # its own drop checks keep rows that snapshot dropped (a check on the clock,
+                        # a transform that is not deterministic): it stages those
+                        log.info("%d rows the taken-up snapshot dropped pass this run's drop checks: "
+                                 "staging afresh", report.rows_read - report.rows_dropped)
+                        staged = None
+                        continue
+                report.status = Status.QUARANTINED if consumes else Status.NOTHING_TO_PUBLISH
+                report.main_snapshot_after = staged["parent_id"]
                 if consumes:  # a run that consumes nothing leaves other runs' rows alone
                     fault_point("quarantined")
                     tidy_quarantine(spark, t, report, batch, ledger, taken_up)

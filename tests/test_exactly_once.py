@@ -220,10 +220,11 @@ def test_a_run_whose_every_row_is_quarantined_spares_the_rows_of_a_run_that_took
     first = wap.cli(path, env=paused(gate, "quarantined"), checks=DROP_NEGATIVE)
     wait_paused(gate, "quarantined", first)  # it looked for a consumer and found none
     code, second = wap.run(path, checks=DROP_NEGATIVE)
-    assert code == 0 and second.status == "quarantined" and second.staged_snapshot is not None
+    assert code == 0 and second.status == "quarantined"
     (gate / "go").touch()
     code, report, out = finish(first)
     assert code == 0 and report["status"] == "quarantined", out[-2000:]
+    assert second.staged_snapshot == report["staged_snapshot"], "the second run took it up"
     assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
 
 
@@ -238,6 +239,24 @@ def test_a_rerun_taking_up_a_killed_runs_snapshot_whose_every_row_is_quarantined
     code, rerun = wap.run(path, checks=DROP_NEGATIVE)
     assert code == 0 and rerun.status == "quarantined" and rerun.rows_dropped == 2
     assert sorted(quarantined(spark, wap)) == [(7, rerun.run_id), (8, rerun.run_id)]
+
+
+def test_a_rerun_whose_drop_checks_keep_rows_a_taken_up_snapshot_dropped_stages_them(wap, spark):
+    """A drop check on the clock: the killed run dropped every row; by its rerun they pass. Ending
+    `quarantined` with that snapshot would leave them on neither main nor the quarantine."""
+    from datetime import datetime, timedelta, timezone
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    turn = datetime.now(timezone.utc) + timedelta(seconds=30)
+    checks = [{"check": "expression", "action": "drop", "name": "after_the_turn",
+               "expr": f"current_timestamp() > TIMESTAMP '{turn:%Y-%m-%d %H:%M:%S}+00:00'"}]
+    path = wap.csv(ALL_NEGATIVE)
+    killed = wap.cli(path, env={"WAP_FAULT_AFTER": "audit"}, checks=checks)
+    out, _ = killed.communicate(timeout=400)
+    assert killed.returncode == 137 and datetime.now(timezone.utc) < turn, out[-3000:]
+    time.sleep((turn - datetime.now(timezone.utc)).total_seconds() + 1)
+    code, rerun = wap.run(path, checks=checks)
+    assert code == 0 and rerun.status == "published", rerun.error
+    assert wap.ids() == [0, 7, 8] and quarantined(spark, wap) == []
 
 
 def test_a_run_that_consumes_nothing_leaves_other_runs_quarantined_rows(wap, spark, monkeypatch):
