@@ -8564,6 +8564,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
     Returns the exit code."""
     audited, unknown_commit = False, False
     moves = conflicts = 0
+    superseded = None  # a taken-up run whose quarantined rows this run quarantined again as its own
     while True:
         metrics = None
         if staged is None:
@@ -8587,24 +8588,24 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                     if decision.move is Move.ALREADY_PUBLISHED:
                         return settle_already_published(spark, t, report, batch, ledger, decision.found,
                                                         decision.main, staged)
-                taken_up = batch.quarantine_run if batch.quarantine_run != batch.run_id else None
-                if consumes and taken_up:
+                if consumes and batch.quarantine_run != batch.run_id:
                     # a taken-up snapshot's rows are its run's, which may still discard them once
                     # this run's branch is gone (or, killed, never tidy them): this run consumes
                     # the batch with its own, the same rows by the same checks, and removes those
+                    superseded, expected = batch.quarantine_run, batch.quarantined
                     dropped_counts = quarantine_own()
-                    if report.rows_read != report.rows_dropped:
-                        # its own drop checks keep rows that snapshot dropped (a check on the clock,
-                        # a transform that is not deterministic): it stages those
-                        log.info("%d rows the taken-up snapshot dropped pass this run's drop checks: "
-                                 "staging afresh", report.rows_read - report.rows_dropped)
+                    if report.rows_dropped != expected:
+                        # its own drop checks disagree with that snapshot's (a check on the clock, a
+                        # transform that is not deterministic): it stages what they keep
+                        log.info("this run's drop checks drop %d rows, the taken-up snapshot's %s: "
+                                 "staging afresh", report.rows_dropped, expected)
                         staged = None
                         continue
                 report.status = Status.QUARANTINED if consumes else Status.NOTHING_TO_PUBLISH
                 report.main_snapshot_after = staged["parent_id"]
                 if consumes:  # a run that consumes nothing leaves other runs' rows alone
                     fault_point("quarantined")
-                    tidy_quarantine(spark, t, report, batch, ledger, taken_up)
+                    tidy_quarantine(spark, t, report, batch, ledger, superseded)
                 drop_branch(spark, t, batch.branch)
                 log.log(logging.WARNING if report.rows_dropped else logging.INFO,
                         "every row of the batch was quarantined; nothing to publish" if report.rows_dropped

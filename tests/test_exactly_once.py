@@ -923,6 +923,20 @@ def test_a_resumed_delete_only_merge_publishes_its_deletes(wap):
     assert wap.ids() == [4, 5] and wap.refs()["main"] == staged
 
 
+def test_a_resumed_merge_whose_kept_rows_change_nothing_leaves_its_quarantined_rows_once(wap, spark):
+    """The batch's one kept row deletes a key main does not hold: nothing to publish, yet not every
+    row was dropped. The rerun that takes the killed run's snapshot up drops what it dropped, so it
+    ends quarantined with those rows as its own, once."""
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": 8, "amount": -8.0, "op": "U"}, {"id": 9, "amount": 9.0, "op": "D"}])
+    proc = wap.cli(path, env={"WAP_FAULT_AFTER": "audit"}, checks=DROP_NEGATIVE, **CDC)
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 137, out[-3000:]
+    code, report = wap.run(path, checks=DROP_NEGATIVE, **CDC)
+    assert code == 0 and report.status == "quarantined", report.error
+    assert quarantined(spark, wap) == [(8, report.run_id)] and wap.ids() == [1, 2, 3, 4, 5]
+
+
 def test_a_resumed_upsert_merge_reports_the_counts_of_an_uninterrupted_run(wap, monkeypatch):
     assert wap.run(ROWS, checks=[])[0] == 0
     path = wap.csv([{"id": 1, "amount": 10.0, "op": "U"}, {"id": 2, "amount": 20.0, "op": "U"},
