@@ -8652,6 +8652,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                         # the taken-up snapshot's dropped rows are its run's, kept for it by this
                         # run's branch alone, which the new stage drops first: that run may
                         # discard them then, so this run quarantines its own
+                        superseded = batch.quarantine_run
                         dropped_counts = quarantine_own()
             except CommitConflict as e:
                 unknown_commit = unknown_commit or str(e) == "CommitStateUnknownException"
