@@ -3811,6 +3811,7 @@ class Batch:
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
     quarantined: int = None  # how many: a run taking the snapshot up finds them all, or stages afresh
+    superseded_run: str = None  # a taken-up run whose quarantined rows this run quarantined again
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
     explicit_id: bool = False  # --batch_id named the batch (else it is the input's fingerprint)
 
@@ -4764,29 +4765,51 @@ def discard_quarantine(spark, t, batch, report):
     report.rows_dropped, report.quarantine_table = 0, None
 
 
-def tidy_quarantine(spark, t, report, batch, ledger=None, taken_up=None):
+def tidy_quarantine(spark, t, report, batch, superseded=None):
     """Once the batch is consumed, its quarantine holds its consumer's rows, no failed or
     superseded attempt's. Published: the publishing run's alone (the compare-and-swap of main put
-    it after every other run of the batch). Every row quarantined (`ledger` given): no publish
-    orders the runs, so a run removes only the rows of runs the ledger records as ended without
-    consuming the batch (a run still going, or killed, may yet consume it with its own; one that
-    consumed it may have removed this run's as it tidied), and those of the run whose snapshot it
-    took up (`taken_up`: it quarantined the same rows again as its own). A side effect: a failed
-    tidy-up leaves rows behind, never changes the outcome."""
+    it after every other run of the batch). Every row quarantined: no publish orders the runs, so
+    `superseded()` names the runs whose rows go (see superseded_runs). Rows of runs that predate
+    run ids go too. A side effect: a failed tidy-up leaves rows behind, never changes the outcome."""
     def tidy():
         q = quarantine_ref(t)
         if not table_exists(spark, q):
             return
-        if ledger is None:
+        if superseded is None:
             gone = [f"`_wap_run_id` <> {_lit(batch.quarantine_run)}"]
         else:
-            ended = (ledger.ended_unconsumed(batch.batch_id) | {taken_up}) - {batch.quarantine_run, None}
-            gone = [f"`_wap_run_id` IN ({', '.join(map(_lit, sorted(ended)))})"] if ended else []
-        # rows of runs that predate run ids go too
+            runs = sorted(superseded() - {batch.quarantine_run, None})
+            gone = [f"`_wap_run_id` IN ({', '.join(map(_lit, runs))})"] if runs else []
         spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND "
                   f"({' OR '.join(['`_wap_run_id` IS NULL'] + gone)})")
     if report.quarantine_table:
         side_effect("quarantine tidy-up", tidy)
+
+
+MAX_MAIN_WALK = 1000  # main's snapshots a tidy-up looks through for a publish of its batch
+
+
+def superseded_runs(spark, t, batch, ledger, since):
+    """The runs whose quarantined rows a run that quarantined every row of its batch removes: the
+    run whose snapshot it took up (it quarantined the same rows again as its own), and the runs the
+    ledger records as ended without consuming the batch (a run still going, or killed, may yet
+    consume it with its own; one that consumed it may have removed this run's as it tidied) unless
+    a snapshot whose rows they are may still be published or was: a branch of the batch holds it,
+    or main took it on after `since`, the main this run decided on. A snapshot held by no ref then
+    is never published: a run taking one up drops it unless its run's branch or main holds it."""
+    table = iceberg_table(spark, t)
+    held = [ref.snapshotId() for name, ref in java_items(table.refs())
+            if str(name).startswith(branch_prefix(batch.batch_id)) and ref.isBranch()]
+    main, snapshot = [], table.currentSnapshot()
+    while snapshot is not None and snapshot.snapshotId() != since:
+        if len(main) == MAX_MAIN_WALK:  # main moved on too far to tell: every ended run is spared
+            return {batch.superseded_run}
+        main.append(snapshot.snapshotId())
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
+    summaries = [snapshot_fields(table.snapshot(i))["summary"] for i in held + main]
+    owners = {quarantine_owner(s) for s in summaries if s.get(BATCH_PROPERTY) == batch.batch_id}
+    return (ledger.ended_unconsumed(batch.batch_id) - owners) | {batch.superseded_run}
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):
@@ -8494,7 +8517,9 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
 
         def quarantine_own():
             """This run's rows its drop checks failed, in the quarantine as its own: returns the
-            count per check."""
+            count per check. A taken-up snapshot's run it supersedes is remembered."""
+            if batch.quarantine_run != batch.run_id:
+                batch.superseded_run = batch.quarantine_run
             batch.quarantine_run = batch.run_id
             report.rows_dropped, counts, report.quarantine_table = write_quarantine(spark, t, bad, batch)
             report.rows_read = report.rows_dropped + good.count()  # from the cache
@@ -8563,7 +8588,6 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
     Returns the exit code."""
     audited, unknown_commit = False, False
     moves = conflicts = 0
-    superseded = None  # a taken-up run whose quarantined rows this run quarantined again as its own
     while True:
         metrics = None
         if staged is None:
@@ -8581,30 +8605,30 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 # neither a rerun nor --source_files new reads and quarantines it again. No publish
                 # orders the runs of such a batch: another may have consumed it meanwhile
                 consumes = bool(report.rows_dropped) and p.publish  # --publish false consumes nothing
-                if consumes:
+                if consumes:  # (a run that consumes nothing leaves other runs' rows alone)
                     ledger.forget()
                     decision = decide_publish(spark, t, p, batch, history, ledger, staged)
                     if decision.move is Move.ALREADY_PUBLISHED:
                         return settle_already_published(spark, t, report, batch, ledger, decision.found,
                                                         decision.main, staged)
-                if consumes and batch.quarantine_run != batch.run_id:
-                    # a taken-up snapshot's rows are its run's, which may still discard them once
-                    # this run's branch is gone (or, killed, never tidy them): this run consumes
-                    # the batch with its own, the same rows by the same checks, and removes those
-                    superseded, expected = batch.quarantine_run, batch.quarantined
-                    dropped_counts = quarantine_own()
-                    if report.rows_dropped != expected:
-                        # its own drop checks disagree with that snapshot's (a check on the clock, a
-                        # transform that is not deterministic): it stages what they keep
-                        log.info("this run's drop checks drop %d rows, the taken-up snapshot's %s: "
-                                 "staging afresh", report.rows_dropped, expected)
-                        staged = None
-                        continue
+                    if batch.quarantine_run != batch.run_id:
+                        # a taken-up snapshot's rows are its run's, which may still discard them once
+                        # this run's branch is gone (or, killed, never tidy them): this run consumes
+                        # the batch with its own, the same rows by the same checks, and removes those
+                        expected = batch.quarantined
+                        dropped_counts = quarantine_own()
+                        if report.rows_dropped != expected:
+                            # its own drop checks disagree with that snapshot's (a check on the clock,
+                            # a transform that is not deterministic): it stages what they keep
+                            log.info("this run's drop checks drop %d rows, the taken-up snapshot's %s: "
+                                     "staging afresh", report.rows_dropped, expected)
+                            staged = None
+                            continue
+                    fault_point("quarantined")
+                    tidy_quarantine(spark, t, report, batch, lambda since=decision.main:
+                                    superseded_runs(spark, t, batch, ledger, since))
                 report.status = Status.QUARANTINED if consumes else Status.NOTHING_TO_PUBLISH
                 report.main_snapshot_after = staged["parent_id"]
-                if consumes:  # a run that consumes nothing leaves other runs' rows alone
-                    fault_point("quarantined")
-                    tidy_quarantine(spark, t, report, batch, ledger, superseded)
                 drop_branch(spark, t, batch.branch)
                 log.log(logging.WARNING if report.rows_dropped else logging.INFO,
                         "every row of the batch was quarantined; nothing to publish" if report.rows_dropped
@@ -8651,7 +8675,6 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                         # the taken-up snapshot's dropped rows are its run's, kept for it by this
                         # run's branch alone, which the new stage drops first: that run may
                         # discard them then, so this run quarantines its own
-                        superseded = batch.quarantine_run
                         dropped_counts = quarantine_own()
             except CommitConflict as e:
                 unknown_commit = unknown_commit or str(e) == "CommitStateUnknownException"

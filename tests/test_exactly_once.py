@@ -228,6 +228,30 @@ def test_a_run_whose_every_row_is_quarantined_spares_the_rows_of_a_run_that_took
     assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
 
 
+def test_a_run_quarantining_every_row_spares_the_rows_of_an_ended_run_whose_snapshot_a_rerun_publishes(
+        wap, spark, tmp_path, monkeypatch):
+    """The first run ended (exit 1) with its audited snapshot on its branch. A run under stricter
+    checks drops every row and finds no consumer; then a rerun takes the first's snapshot up and
+    publishes it, removing the strict run's rows. The strict run must not then remove the first's
+    as those of a run that ended without consuming the batch: the published snapshot carries them."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
+    code, ended = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 1 and ended.rows_dropped == 1
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    strict = wap.cli(path, env=paused(gate, "quarantined"), checks=[dict(DROP_NEGATIVE[0], min=100)])
+    wait_paused(gate, "quarantined", strict)  # it looked for a consumer and found none
+    code, rerun = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and rerun.status == "published" and rerun.staged_snapshot == ended.staged_snapshot
+    (gate / "go").touch()
+    code, report, out = finish(strict)
+    assert code == 0 and report["status"] == "quarantined" and report["rows_dropped"] == 6, out[-2000:]
+    assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, ended.run_id)]
+
+
 def test_a_rerun_taking_up_a_killed_runs_snapshot_whose_every_row_is_quarantined_leaves_the_rows_once(wap, spark):
     """The killed run never ends, so no tidy-up of ended runs would remove its rows: the rerun
     that took its snapshot up quarantines its own and removes the killed run's."""
