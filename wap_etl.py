@@ -4040,6 +4040,15 @@ LEDGER_ADDED_COLUMNS = {"table_uuid": "string", "input_file_ids": "array<string>
 CONSUMED = ("published", "quarantined", "unaudited")
 
 
+def audit_passed(row):
+    """A ledger row's run staged and audited its batch with every blocking check passing: it ended
+    staged or published, or failed after a whole audit that passed (its checks are recorded, none
+    blocking failed)."""
+    return (row["status"] in ("staged", "published", "already_published")
+            or (row["status"] == "error" and bool(row["checks"])
+                and not any(c["action"] == "fail" and not c["passed"] for c in row["checks"])))
+
+
 def ledger_json(value):
     """json.dumps' `default` for ledger rows: a datetime as UTC wall time (read with timeZone UTC,
     so it is the same instant as `timestamp` and the same wall time as `timestamp_ntz`); anything
@@ -4196,29 +4205,25 @@ class Ledger:
 
     def audited(self, snapshot_ids):
         """Which of these snapshots a run of this table staged and audited with every blocking
-        check passing: its run ended staged or published, or failed after a whole audit that
-        passed (its checks are recorded, none blocking failed)."""
+        check passing (audit_passed)."""
         if not snapshot_ids or not self.exists():
             return set()
         from pyspark.sql import functions as F
         rows = (self.runs().filter(F.col("staged_snapshot").isin([int(i) for i in snapshot_ids]))
                 .select("staged_snapshot", "status", "checks").collect())
-        return {r["staged_snapshot"] for r in rows
-                if r["status"] in ("staged", "published", "already_published")
-                or (r["status"] == "error" and r["checks"]
-                    and not any(c["action"] == "fail" and not c["passed"] for c in r["checks"]))}
+        return {r["staged_snapshot"] for r in rows if audit_passed(r)}
 
     def ended_unconsumed(self, batch_id):
-        """The run ids of the batch's runs that ended without consuming it (a run writes its row,
-        with its exit code, as it ends; a run that consumed the batch is never among them, even
-        with a row of another status)."""
+        """{run id: whether its audit passed} of the batch's runs that ended without consuming it
+        (a run writes its row, with its exit code, as it ends; a run that consumed the batch is
+        never among them, even with a row of another status)."""
         if not self.exists():
-            return set()
+            return {}
         from pyspark.sql import functions as F
         rows = (self.runs().filter((F.col("batch_id") == batch_id) & F.col("exit_code").isNotNull())
-                .select("run_id", "status").collect())
+                .select("run_id", "status", "checks").collect())
         consumers = {r["run_id"] for r in rows if r["status"] in CONSUMED}
-        return {r["run_id"] for r in rows} - consumers
+        return {r["run_id"]: audit_passed(r) for r in rows if r["run_id"] not in consumers}
 
     def known(self, metadata=None):
         """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
@@ -4793,23 +4798,30 @@ def superseded_runs(spark, t, batch, ledger, since):
     """The runs whose quarantined rows a run that quarantined every row of its batch removes: the
     run whose snapshot it took up (it quarantined the same rows again as its own), and the runs the
     ledger records as ended without consuming the batch (a run still going, or killed, may yet
-    consume it with its own; one that consumed it may have removed this run's as it tidied) unless
-    a snapshot whose rows they are may still be published or was: a branch of the batch holds it,
-    or main took it on after `since`, the main this run decided on. A snapshot held by no ref then
-    is never published: a run taking one up drops it unless its run's branch or main holds it."""
+    consume it with its own; one that consumed it may have removed this run's as it tidied). Spared
+    are the runs whose snapshot main took on after `since` (the main this run decided on: another
+    run published it, with their rows), and ended runs whose audit passed and whose snapshot a
+    branch of the batch holds (a rerun may yet publish it). A snapshot held by no ref is never
+    published: a run taking one up drops it unless its run's branch or main holds it. If main's
+    history since `since` cannot be read whole (expired, or too long), every run is spared."""
     table = iceberg_table(spark, t)
-    held = [ref.snapshotId() for name, ref in java_items(table.refs())
-            if str(name).startswith(branch_prefix(batch.batch_id)) and ref.isBranch()]
+    branches = [ref.snapshotId() for name, ref in java_items(table.refs())
+                if str(name).startswith(branch_prefix(batch.batch_id)) and ref.isBranch()]
     main, snapshot = [], table.currentSnapshot()
     while snapshot is not None and snapshot.snapshotId() != since:
-        if len(main) == MAX_MAIN_WALK:  # main moved on too far to tell: every ended run is spared
-            return {batch.superseded_run}
-        main.append(snapshot.snapshotId())
         parent = snapshot.parentId()
+        if len(main) == MAX_MAIN_WALK or parent not in (None, since) and table.snapshot(parent) is None:
+            return set()
+        main.append(snapshot.snapshotId())
         snapshot = table.snapshot(parent) if parent is not None else None
-    summaries = [snapshot_fields(table.snapshot(i))["summary"] for i in held + main]
-    owners = {quarantine_owner(s) for s in summaries if s.get(BATCH_PROPERTY) == batch.batch_id}
-    return (ledger.ended_unconsumed(batch.batch_id) - owners) | {batch.superseded_run}
+
+    def owners(ids):
+        summaries = [snapshot_fields(table.snapshot(i))["summary"] for i in ids]
+        return {quarantine_owner(s) for s in summaries if s.get(BATCH_PROPERTY) == batch.batch_id}
+    published, held = owners(main), owners(branches)
+    ended = ledger.ended_unconsumed(batch.batch_id)
+    return {run for run, passed in ended.items() if run not in published and not (passed and run in held)} \
+        | ({batch.superseded_run} - published)
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):

@@ -252,6 +252,18 @@ def test_a_run_quarantining_every_row_spares_the_rows_of_an_ended_run_whose_snap
     assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, ended.run_id)]
 
 
+def test_a_run_quarantining_every_row_removes_the_rows_of_a_run_whose_audit_failed(wap, spark):
+    """The failed run's branch is kept for inspection, but no rerun under its checks publishes
+    that snapshot: its rows go, as any ended attempt's."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    code, failed = wap.run(path, checks=DROP_NEGATIVE + [{"check": "between", "column": "amount", "max": 3}])
+    assert code == 3 and failed.rows_dropped == 1 and failed.branch in wap.refs()
+    code, report = wap.run(path, checks=[dict(DROP_NEGATIVE[0], min=100)])
+    assert code == 0 and report.status == "quarantined" and report.rows_dropped == 6
+    assert sorted(quarantined(spark, wap)) == [(i, report.run_id) for i in range(1, 7)]
+
+
 def test_a_rerun_taking_up_a_killed_runs_snapshot_whose_every_row_is_quarantined_leaves_the_rows_once(wap, spark):
     """The killed run never ends, so no tidy-up of ended runs would remove its rows: the rerun
     that took its snapshot up quarantines its own and removes the killed run's."""
