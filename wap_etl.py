@@ -3811,7 +3811,6 @@ class Batch:
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
     quarantined: int = None  # how many: a run taking the snapshot up finds them all, or stages afresh
-    superseded_run: str = None  # a taken-up run whose quarantined rows this run quarantined again
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
     explicit_id: bool = False  # --batch_id named the batch (else it is the input's fingerprint)
 
@@ -4099,6 +4098,7 @@ class Ledger:
         self._published = None
         self._consumed = None
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
+        self._caught_up = None  # the last consumption read again for (catch_up)
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
 
@@ -4213,18 +4213,6 @@ class Ledger:
                 .select("staged_snapshot", "status", "checks").collect())
         return {r["staged_snapshot"] for r in rows if audit_passed(r)}
 
-    def ended_unconsumed(self, batch_id):
-        """{run id: whether its audit passed} of the batch's runs that ended without consuming it
-        (a run writes its row, with its exit code, as it ends; a run that consumed the batch is
-        never among them, even with a row of another status)."""
-        if not self.exists():
-            return {}
-        from pyspark.sql import functions as F
-        rows = (self.runs().filter((F.col("batch_id") == batch_id) & F.col("exit_code").isNotNull())
-                .select("run_id", "status", "checks").collect())
-        consumers = {r["run_id"] for r in rows if r["status"] in CONSUMED}
-        return {r["run_id"]: audit_passed(r) for r in rows if r["run_id"] not in consumers}
-
     def known(self, metadata=None):
         """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
         last-publish property (set by the publish's own commit), to carry main's ancestry past
@@ -4232,9 +4220,18 @@ class Ledger:
         known = {m.snapshot_id: m for m in self.published()
                  if m.status == "published" and m.snapshot_id is not None}
         last = last_publish(metadata) if metadata is not None else None
-        if last is not None:
+        if last is not None and last.status == "published":
             known.setdefault(last.snapshot_id, last)
         return known
+
+    def catch_up(self, last):
+        """Read the ledger again if the table's last consumption (`last`, its last-publish
+        property) is not among the rows read: it came after them, and so may others of which the
+        property no longer speaks (each was recorded before the next overwrote it). Once per mark."""
+        if (last is not None and last.run_id != self._caught_up
+                and last.run_id not in {m.run_id for m in self.published()}):
+            self._caught_up = last.run_id
+            self.forget()
 
     def forget(self):
         self._published = self._consumed = self._prefetch = None
@@ -4389,7 +4386,7 @@ class Ledger:
             runs = {m.run_id for m in self.published()}
             snapshots = {m.snapshot_id for m in self.published()}
             return [m for m in marks if m.batch_id is not None and m.run_id not in runs
-                    and m.snapshot_id not in snapshots]
+                    and (m.snapshot_id is None or m.snapshot_id not in snapshots)]
         if missing():
             self.forget()  # another run may have recorded them since this run read the ledger
         found = missing()
@@ -4480,9 +4477,12 @@ def last_publish(metadata):
         return None
     try:
         d = json.loads(str(text))
-        return Mark(int(d["snapshot_id"]), d.get("parent_id"), int(d.get("timestamp_ms") or 0),
-                    d["batch_id"], d["run_id"], tuple(d.get("input_files") or ()),
-                    file_ids=tuple(d.get("file_ids") or ()), input_fingerprint=d.get("input_fingerprint"))
+        quarantined = d.get("status") == "quarantined"  # every row quarantined: no snapshot
+        return Mark(None if quarantined else int(d["snapshot_id"]), d.get("parent_id"),
+                    int(d.get("timestamp_ms") or 0), d["batch_id"], d["run_id"],
+                    tuple(d.get("input_files") or ()), file_ids=tuple(d.get("file_ids") or ()),
+                    input_fingerprint=d.get("input_fingerprint"),
+                    status="quarantined" if quarantined else "published")
     except (ValueError, KeyError, TypeError):
         log.warning("table property %s is not this job's: ignored", PUBLISH_PROPERTY)
         return None
@@ -4494,8 +4494,9 @@ def ledger_row_of_mark(mark, table, table_uuid=None):
     s = mark.summary or {}
     now = datetime.now(timezone.utc)  # after any error row of the run that staged it
     at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc) if mark.timestamp_ms else now
+    status = "unaudited" if not mark.recorded else mark.status  # published, or every row quarantined
     return {"table_name": table, "run_id": mark.run_id or f"snapshot-{mark.snapshot_id}",
-            "batch_id": mark.batch_id, "status": "published" if mark.recorded else "unaudited",
+            "batch_id": mark.batch_id, "status": status,
             "exit_code": EXIT_OK if mark.recorded else EXIT_ERROR,
             "mode": None, "branch": None, "main_snapshot_before": mark.parent_id,
             "main_snapshot_after": mark.snapshot_id, "staged_snapshot": mark.snapshot_id,
@@ -4504,7 +4505,7 @@ def ledger_row_of_mark(mark, table, table_uuid=None):
             "rows_deleted": int(s.get("deleted-records", 0)), "checks": [], "metrics": {}, "timings": {},
             "input_fingerprint": mark.input_fingerprint, "config_fingerprint": s.get(CONFIG_PROPERTY),
             "input_files": list(mark.input_files), "started_at": at, "finished_at": now,
-            "error": ("recorded by a later run: the publishing run did not record itself" if mark.recorded
+            "error": ("recorded by a later run: the run that consumed the batch did not record itself" if mark.recorded
                       else "on main without an audit (write.wap.enabled was off?): recorded by a later run"),
             "table_uuid": table_uuid, "input_file_ids": list(mark.file_ids)}
 
@@ -4770,58 +4771,19 @@ def discard_quarantine(spark, t, batch, report):
     report.rows_dropped, report.quarantine_table = 0, None
 
 
-def tidy_quarantine(spark, t, report, batch, superseded=None):
-    """Once the batch is consumed, its quarantine holds its consumer's rows, no failed or
-    superseded attempt's. Published: the publishing run's alone (the compare-and-swap of main put
-    it after every other run of the batch). Every row quarantined: no publish orders the runs, so
-    `superseded()` names the runs whose rows go (see superseded_runs). Rows of runs that predate
-    run ids go too. A side effect: a failed tidy-up leaves rows behind, never changes the outcome."""
+def tidy_quarantine(spark, t, report, batch):
+    """Once the batch is consumed, its quarantine holds its consumer's rows alone, no failed or
+    superseded attempt's: the compare-and-swap that consumed it (a publish, or the commit of a
+    batch every row of which was quarantined) put it after every other run of the batch. Rows of
+    runs that predate run ids go too. A side effect: a failed tidy-up leaves rows behind, never
+    changes the outcome."""
     def tidy():
         q = quarantine_ref(t)
-        if not table_exists(spark, q):
-            return
-        if superseded is None:
-            gone = [f"`_wap_run_id` <> {_lit(batch.quarantine_run)}"]
-        else:
-            runs = sorted(superseded() - {batch.quarantine_run, None})
-            gone = [f"`_wap_run_id` IN ({', '.join(map(_lit, runs))})"] if runs else []
-        spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND "
-                  f"({' OR '.join(['`_wap_run_id` IS NULL'] + gone)})")
+        if table_exists(spark, q):
+            spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND "
+                      f"(`_wap_run_id` IS NULL OR `_wap_run_id` <> {_lit(batch.quarantine_run)})")
     if report.quarantine_table:
         side_effect("quarantine tidy-up", tidy)
-
-
-MAX_MAIN_WALK = 1000  # main's snapshots a tidy-up looks through for a publish of its batch
-
-
-def superseded_runs(spark, t, batch, ledger, since):
-    """The runs whose quarantined rows a run that quarantined every row of its batch removes: the
-    run whose snapshot it took up (it quarantined the same rows again as its own), and the runs the
-    ledger records as ended without consuming the batch (a run still going, or killed, may yet
-    consume it with its own; one that consumed it may have removed this run's as it tidied). Spared
-    are the runs whose snapshot main took on after `since` (the main this run decided on: another
-    run published it, with their rows), and ended runs whose audit passed and whose snapshot a
-    branch of the batch holds (a rerun may yet publish it). A snapshot held by no ref is never
-    published: a run taking one up drops it unless its run's branch or main holds it. If main's
-    history since `since` cannot be read whole (expired, or too long), every run is spared."""
-    table = iceberg_table(spark, t)
-    branches = [ref.snapshotId() for name, ref in java_items(table.refs())
-                if str(name).startswith(branch_prefix(batch.batch_id)) and ref.isBranch()]
-    main, snapshot = [], table.currentSnapshot()
-    while snapshot is not None and snapshot.snapshotId() != since:
-        parent = snapshot.parentId()
-        if len(main) == MAX_MAIN_WALK or parent not in (None, since) and table.snapshot(parent) is None:
-            return set()
-        main.append(snapshot.snapshotId())
-        snapshot = table.snapshot(parent) if parent is not None else None
-
-    def owners(ids):
-        summaries = [snapshot_fields(table.snapshot(i))["summary"] for i in ids]
-        return {quarantine_owner(s) for s in summaries if s.get(BATCH_PROPERTY) == batch.batch_id}
-    published, held = owners(main), owners(branches)
-    ended = ledger.ended_unconsumed(batch.batch_id)
-    return {run for run, passed in ended.items() if run not in published and not (passed and run in held)} \
-        | ({batch.superseded_run} - published)
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):
@@ -6867,13 +6829,15 @@ class Move(Enum):
     ALREADY_PUBLISHED = "the batch (or, with --source_files new, its files) is already on main"
     REBASE = "main moved or was rolled back: re-commit the staged files on it (append)"
     RESTAGE = "main moved or was rolled back: stage the batch again on it (other modes)"
+    QUARANTINE = ("every row was quarantined: consume the batch by a commit of the last-publish "
+                  "property alone, main unmoved")
 
 
 @dataclass
 class Decision:
     move: Move
     main: int                # main's snapshot id when decided
-    metadata: object = None  # PUBLISH: the TableMetadata decided from, the compare-and-swap's base
+    metadata: object = None  # PUBLISH, QUARANTINE: the TableMetadata decided from, the compare-and-swap's base
     operations: object = None
     published_as: int = None  # ALREADY_PUBLISHED: the snapshot that holds the batch
     found: object = None      # ALREADY_PUBLISHED: that publish's Mark
@@ -6911,6 +6875,8 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
         raise WapError(f"publish: {e}; the audited batch is kept on branch {batch.branch}") from None
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
+    if changes_nothing(staged):
+        return Decision(Move.QUARANTINE, main, metadata, operations)
     if main == staged["parent_id"]:
         return Decision(Move.PUBLISH, main, metadata, operations)
     if p.mode == "append" and main is not None:
@@ -6927,6 +6893,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         if not table_exists(spark, t):
             return []
         metadata = iceberg_table(spark, t)
+    last = last_publish(metadata)
+    ledger.catch_up(last)
     known = ledger.known(metadata)
     ancestry = history.ancestry(metadata, ref_id(metadata, "main"), known)
     if not ancestry.whole:  # expiry under way: a publish may have left history since the ledger was read
@@ -6951,6 +6919,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
+    if last is not None and last.status == "quarantined" and last.run_id not in {m.run_id for m in recorded}:
+        found.append(last)  # consumed with every row quarantined, not recorded yet
     ledger.unrecorded = unrecorded
     return found
 
@@ -7065,34 +7035,54 @@ def swap_main(spark, batch, decision, staged_id, ledger):
     other runs' branches, kept for inspection, stay. Before it overwrites the property, the
     publish it names is recorded in the ledger if its run did not: so every publish is always in
     the ledger or in the property, and a snapshot of this job on main in neither had no audit."""
-    base = decision.metadata
-    previous = last_publish(base)
-    if previous is not None:  # every publish before it was recorded before it was made
-        snapshot = base.snapshot(previous.snapshot_id)
-        if snapshot is not None:
-            previous.summary = snapshot_fields(snapshot)["summary"]
-    ledger.complete(([previous] if previous is not None else []) + list(ledger.unrecorded))
-    staged = base.snapshot(staged_id)
-    record = {"run_id": batch.run_id, "batch_id": batch.batch_id, "snapshot_id": staged_id,
-              "parent_id": staged.parentId(), "timestamp_ms": staged.timestampMillis(),
-              "input_fingerprint": batch.input_fingerprint, "input_files": batch.input_files,
-              "file_ids": batch.file_ids}  # what it consumed, should its snapshot expire unrecorded
-    jvm = spark.sparkContext._jvm
-    properties = java(jvm, "java.util.HashMap")()
-    properties.put(PUBLISH_PROPERTY, json.dumps(record))
-    builder = java(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base)
-    builder = builder.setBranchSnapshot(staged_id, "main").setProperties(properties)
-    for name, ref in java_items(base.refs()):
-        if name == batch.branch or (str(name).startswith(branch_prefix(batch.batch_id))
-                                    and ref.isBranch() and ref.snapshotId() == staged_id):
-            builder = builder.removeRef(name)
-    with commit_conflicts():
-        decision.operations.commit(base, builder.build())
+    staged = decision.metadata.snapshot(staged_id)
+    commit_consumed(spark, batch, decision, ledger, staged_id, {
+        "snapshot_id": staged_id, "parent_id": staged.parentId(), "timestamp_ms": staged.timestampMillis()})
     # A catalog whose commit is not atomic across processes (Hadoop's checks the next version, then
     # renames) can let a concurrent commit from the same base replace this one. Main must be this
     # snapshot now; if not, the outcome is unknown and decided again: the batch on main settles it.
     if ref_id(decision.operations.refresh(), "main") != staged_id:
         raise CommitConflict("CommitStateUnknownException")
+
+
+def quarantine_whole(spark, batch, decision, ledger, staged_id):
+    """Every row of the batch was quarantined: it is consumed by the same compare-and-swap as a
+    publish, of the last-publish property alone (main is not moved), so it is ordered against every
+    publish of the batch: whichever commits second finds the other and settles. Read back, as a
+    publish reads main back."""
+    commit_consumed(spark, batch, decision, ledger, staged_id, {"snapshot_id": None, "status": "quarantined"})
+    mark = last_publish(decision.operations.refresh())
+    if mark is None or mark.run_id != batch.run_id:
+        raise CommitConflict("CommitStateUnknownException")
+
+
+def commit_consumed(spark, batch, decision, ledger, staged_id, record):
+    """The compare-and-swap both consumptions share: the last-publish property set to `record`
+    (what the batch consumed, should its snapshot expire unrecorded) and this run's branch dropped;
+    if the record names the staged snapshot, main set to it and any branch of the batch there too."""
+    base = decision.metadata
+    previous = last_publish(base)
+    if previous is not None and previous.snapshot_id is not None:  # each was recorded before the next
+        snapshot = base.snapshot(previous.snapshot_id)
+        if snapshot is not None:
+            previous.summary = snapshot_fields(snapshot)["summary"]
+    ledger.complete(([previous] if previous is not None else []) + list(ledger.unrecorded))
+    record = {"run_id": batch.run_id, "batch_id": batch.batch_id, **record,
+              "input_fingerprint": batch.input_fingerprint, "input_files": batch.input_files,
+              "file_ids": batch.file_ids}
+    jvm = spark.sparkContext._jvm
+    properties = java(jvm, "java.util.HashMap")()
+    properties.put(PUBLISH_PROPERTY, json.dumps(record))
+    builder = java(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base).setProperties(properties)
+    publish = record["snapshot_id"] is not None
+    if publish:
+        builder = builder.setBranchSnapshot(staged_id, "main")
+    for name, ref in java_items(base.refs()):
+        if name == batch.branch or (publish and str(name).startswith(branch_prefix(batch.batch_id))
+                                    and ref.isBranch() and ref.snapshotId() == staged_id):
+            builder = builder.removeRef(name)
+    with commit_conflicts():
+        decision.operations.commit(base, builder.build())
 
 
 def rebase(spark, t, batch, staged, new_main, since_ms):
@@ -8529,9 +8519,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
 
         def quarantine_own():
             """This run's rows its drop checks failed, in the quarantine as its own: returns the
-            count per check. A taken-up snapshot's run it supersedes is remembered."""
-            if batch.quarantine_run != batch.run_id:
-                batch.superseded_run = batch.quarantine_run
+            count per check."""
             batch.quarantine_run = batch.run_id
             report.rows_dropped, counts, report.quarantine_table = write_quarantine(spark, t, bad, batch)
             report.rows_read = report.rows_dropped + good.count()  # from the cache
@@ -8612,39 +8600,12 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
                 return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
             check_input_unchanged(spark, t, batch, report)  # what was staged and audited is the batch's input
-            if changes_nothing(staged):
-                # every row quarantined: its input counts as consumed (the ledger row says so), so
-                # neither a rerun nor --source_files new reads and quarantines it again. No publish
-                # orders the runs of such a batch: another may have consumed it meanwhile
-                consumes = bool(report.rows_dropped) and p.publish  # --publish false consumes nothing
-                if consumes:  # (a run that consumes nothing leaves other runs' rows alone)
-                    ledger.forget()
-                    decision = decide_publish(spark, t, p, batch, history, ledger, staged)
-                    if decision.move is Move.ALREADY_PUBLISHED:
-                        return settle_already_published(spark, t, report, batch, ledger, decision.found,
-                                                        decision.main, staged)
-                    if batch.quarantine_run != batch.run_id:
-                        # a taken-up snapshot's rows are its run's, which may still discard them once
-                        # this run's branch is gone (or, killed, never tidy them): this run consumes
-                        # the batch with its own, the same rows by the same checks, and removes those
-                        expected = batch.quarantined
-                        dropped_counts = quarantine_own()
-                        if report.rows_dropped != expected:
-                            # its own drop checks disagree with that snapshot's (a check on the clock,
-                            # a transform that is not deterministic): it stages what they keep
-                            log.info("this run's drop checks drop %d rows, the taken-up snapshot's %s: "
-                                     "staging afresh", report.rows_dropped, expected)
-                            staged = None
-                            continue
-                    fault_point("quarantined")
-                    tidy_quarantine(spark, t, report, batch, lambda since=decision.main:
-                                    superseded_runs(spark, t, batch, ledger, since))
-                report.status = Status.QUARANTINED if consumes else Status.NOTHING_TO_PUBLISH
-                report.main_snapshot_after = staged["parent_id"]
+            if changes_nothing(staged) and not (report.rows_dropped and p.publish):
+                # no rows, or --publish false: consumes nothing, and leaves other runs' rows alone
+                report.status, report.main_snapshot_after = Status.NOTHING_TO_PUBLISH, staged["parent_id"]
                 drop_branch(spark, t, batch.branch)
-                log.log(logging.WARNING if report.rows_dropped else logging.INFO,
-                        "every row of the batch was quarantined; nothing to publish" if report.rows_dropped
-                        else "the batch has no rows; nothing to publish")
+                log.log(logging.WARNING if report.rows_dropped else logging.INFO, "the batch %s; nothing "
+                        "to publish", "was quarantined whole" if report.rows_dropped else "has no rows")
                 return EXIT_OK
             if not p.publish:
                 report.status, report.main_snapshot_after = Status.STAGED, staged["parent_id"]
@@ -8665,6 +8626,28 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 if decision.move is Move.ALREADY_PUBLISHED:
                     return settle_already_published(spark, t, report, batch, ledger, decision.found,
                                                     decision.main, staged, unknown_commit)
+                if decision.move is Move.QUARANTINE:
+                    if batch.quarantine_run != batch.run_id:
+                        # a taken-up snapshot's rows are its run's, which may still discard them once
+                        # this run's branch is gone (or, killed, never tidy them): this run consumes
+                        # the batch with its own, the same rows by the same checks, and removes those
+                        expected = batch.quarantined
+                        dropped_counts = quarantine_own()
+                        if report.rows_dropped != expected:
+                            # its own drop checks disagree with that snapshot's (a check on the clock,
+                            # a transform that is not deterministic): it stages what they keep
+                            log.info("this run's drop checks drop %d rows, the taken-up snapshot's %s: "
+                                     "staging afresh", report.rows_dropped, expected)
+                            staged = None
+                            continue
+                    # its input counts as consumed, so neither a rerun nor --source_files new reads
+                    # and quarantines it again
+                    quarantine_whole(spark, batch, decision, ledger, staged["snapshot_id"])
+                    fault_point("quarantined")
+                    tidy_quarantine(spark, t, report, batch)
+                    report.status, report.main_snapshot_after = Status.QUARANTINED, staged["parent_id"]
+                    log.warning("every row of batch %s was quarantined; nothing to publish", batch.batch_id)
+                    return EXIT_OK
                 if moves == p.max_publish_retries:
                     raise WapError(f"publish: main kept moving; gave up after {moves} retries. The "
                                    f"audited batch is kept on branch {batch.branch}")
@@ -8713,17 +8696,20 @@ def warn_failed(what, error):
 def settle_already_published(spark, t, report, batch, ledger, found, main, staged=None,
                              unknown_commit=False):
     """The batch is on main (or its rows were all quarantined by the run that consumed it). If this
-    run's own swap had an unknown outcome and main holds this run's snapshot, it was this run that
-    published; otherwise another run did, and if the ledger lacks that publish, this run records it
-    (the publishing run died after its swap). This run's branch and quarantined rows go."""
-    ours = staged is not None and unknown_commit and found.snapshot_id == staged["snapshot_id"]
-    report.status = Status.PUBLISHED if ours else Status.ALREADY_PUBLISHED
-    report.main_snapshot_after = found.snapshot_id if ours else main
-    if found.snapshot_id is not None:  # a run that quarantined every row published no snapshot
+    run's own commit had an unknown outcome and main holds this run's snapshot (or the table's
+    last-publish property names this run's consumption), it was this run's; otherwise another run
+    consumed it, and if the ledger lacks that, this run records it (the consuming run died after
+    its commit). This run's branch and quarantined rows go."""
+    quarantined = found.status == "quarantined"  # consumed with every row quarantined: no snapshot
+    if found.snapshot_id is not None:
         report.staged_snapshot = found.snapshot_id
-    if ours:
+    if staged is not None and unknown_commit and (
+            found.run_id == batch.run_id if quarantined else found.snapshot_id == staged["snapshot_id"]):
+        report.status = Status.QUARANTINED if quarantined else Status.PUBLISHED  # this run's own commit
+        report.main_snapshot_after = staged["parent_id"] if quarantined else found.snapshot_id
         tidy_quarantine(spark, t, report, batch)
         return EXIT_OK
+    report.status, report.main_snapshot_after = Status.ALREADY_PUBLISHED, main
     if staged is not None and found.snapshot_id == staged["snapshot_id"]:
         log.info("batch %s: another run published this run's staged snapshot %s", batch.batch_id,
                  found.snapshot_id)  # its quarantined rows went with it; its publisher records it

@@ -157,10 +157,10 @@ def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_ru
 ALL_NEGATIVE = [{"id": 7, "amount": -7.0}, {"id": 8, "amount": -8.0}]
 
 
-def test_of_two_runs_at_once_of_a_batch_whose_every_row_is_quarantined_the_later_ones_rows_stay(wap, spark, tmp_path):
-    """No publish orders them: each removes only the rows quarantined before its own, so the two
-    tidy-ups cannot remove each other's; the run that finds the other's record ends as already
-    published."""
+def test_of_two_runs_of_a_batch_whose_every_row_is_quarantined_the_one_that_commits_first_consumes_it(
+        wap, spark, tmp_path):
+    """The second run's commit consumed the batch: the first, held before staging, finds it and ends
+    already published, its rows discarded; the quarantine holds the consumer's rows alone."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ALL_NEGATIVE)
     gate = tmp_path / "gate"
@@ -191,10 +191,23 @@ def test_a_run_that_took_up_a_snapshot_whose_every_row_is_quarantined_consumes_i
     assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
 
 
-def test_a_run_quarantining_every_row_leaves_the_rows_of_a_run_yet_to_publish_the_batch(wap, spark, tmp_path):
+def test_a_run_whose_snapshot_another_run_took_up_and_consumed_whole_ends_already_published(wap, spark, tmp_path):
+    """The second run took the first's snapshot up and consumed the batch with its own rows; the
+    first, audited before that, finds the consumption when it decides and leaves the second's."""
+    path, first, gate, _ = first_held_at_audit(wap, tmp_path, DROP_NEGATIVE, ALL_NEGATIVE)
+    code, second = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and second.status == "quarantined"
+    (gate / "go").touch()
+    code, report, out = finish(first)
+    assert code == 0 and report["status"] == "already_published", out[-2000:]
+    assert second.staged_snapshot == report["staged_snapshot"], "the second run took it up"
+    assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
+
+
+def test_a_run_quarantining_every_row_consumes_the_batch_before_a_run_yet_to_publish_it(wap, spark, tmp_path):
     """Under stricter checks a second run drops every row of the batch while the first, its rows
-    quarantined and nothing staged yet, has still to publish: the first's rows stay, so its
-    publish keeps them."""
+    quarantined and nothing staged yet, has still to publish. The second's commit consumed the
+    batch: the first finds it and publishes nothing (the batch once), its rows gone."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     gate = tmp_path / "gate"
@@ -205,35 +218,77 @@ def test_a_run_quarantining_every_row_leaves_the_rows_of_a_run_yet_to_publish_th
     assert code == 0 and second.status == "quarantined" and second.rows_dropped == 6
     (gate / "go").touch()
     code, report, out = finish(first)
-    assert code == 0 and report["status"] == "published", out[-2000:]
-    assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, report["run_id"])]
+    assert code == 0 and report["status"] == "already_published", out[-2000:]
+    assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, second.run_id) for i in range(1, 7)]
 
 
-def test_a_run_whose_every_row_is_quarantined_spares_the_rows_of_a_run_that_took_its_snapshot_up_and_consumed_it(
-        wap, spark, tmp_path):
-    """The second run consumed the batch with its own rows, removing the first's; the first, which
-    had found no consumer just before, must not remove the second's as those of an ended run."""
+def test_a_publish_and_a_run_quarantining_every_row_of_one_batch_at_once_consume_it_once(wap, spark, tmp_path):
+    """Both audited, released together to decide and commit: whichever commits second finds the
+    other's commit (its compare-and-swap fails, or it decides after it) and settles."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
-    path = wap.csv(ALL_NEGATIVE)
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     gate = tmp_path / "gate"
     gate.mkdir()
-    first = wap.cli(path, env=paused(gate, "quarantined"), checks=DROP_NEGATIVE)
-    wait_paused(gate, "quarantined", first)  # it looked for a consumer and found none
-    code, second = wap.run(path, checks=DROP_NEGATIVE)
-    assert code == 0 and second.status == "quarantined"
+    procs = [wap.cli(path, env=paused(gate, "audit"), checks=checks)
+             for checks in (DROP_NEGATIVE, [dict(DROP_NEGATIVE[0], min=100)])]
+    release_when(gate, "audit", 2, procs)
+    (code, publisher, out), (code2, strict, out2) = finish(procs[0]), finish(procs[1])
+    assert code == code2 == 0, out[-2000:] + out2[-2000:]
+    statuses = sorted([publisher["status"], strict["status"]])
+    consumers = {r["run_id"] for r in ledger(wap)  # a run's row may also be recorded for it by the other
+                 if r["batch_id"] == publisher["batch_id"] and r["status"] != "already_published"}
+    assert len(consumers) == 1 and statuses in (["already_published", "published"],
+                                                ["already_published", "quarantined"]), statuses
+    if publisher["status"] == "published":
+        assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, publisher["run_id"])]
+    else:
+        assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, strict["run_id"]) for i in range(1, 7)]
+
+
+def test_a_run_finds_its_batch_quarantined_whole_after_it_read_the_ledger_though_a_publish_overwrote_the_property(
+        wap, spark, tmp_path):
+    """The first run read the ledger, then a strict run consumed the batch (every row quarantined)
+    and another batch's publish overwrote the last-publish property. The property names a publish
+    the first run's ledger rows lack: it reads the ledger again, finds the consumption and
+    publishes nothing."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    first = wap.cli(path, env=paused(gate, "stage"), checks=DROP_NEGATIVE)
+    wait_paused(gate, "stage", first)  # it has read the ledger
+    code, strict = wap.run(path, checks=[dict(DROP_NEGATIVE[0], min=100)])
+    assert code == 0 and strict.status == "quarantined"
+    code, other = wap.run([{"id": 20, "amount": 20.0}], checks=DROP_NEGATIVE)
+    assert code == 0 and other.status == "published"
     (gate / "go").touch()
     code, report, out = finish(first)
-    assert code == 0 and report["status"] == "quarantined", out[-2000:]
-    assert second.staged_snapshot == report["staged_snapshot"], "the second run took it up"
-    assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
+    assert code == 0 and report["status"] == "already_published", out[-2000:]
+    assert wap.ids() == [0, 20]
 
 
-def test_a_run_quarantining_every_row_spares_the_rows_of_an_ended_run_whose_snapshot_a_rerun_publishes(
+def test_a_run_killed_after_consuming_a_batch_whose_every_row_is_quarantined_is_recorded_by_the_next(wap, spark):
+    """Killed between its commit and its ledger row: the table's last-publish property names the
+    consumption, so a rerun ends already published and records it."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    path = wap.csv(ALL_NEGATIVE)
+    killed = wap.cli(path, env={"WAP_FAULT_AFTER": "quarantined"}, checks=DROP_NEGATIVE)
+    out, _ = killed.communicate(timeout=400)
+    assert killed.returncode == 137, out[-3000:]
+    run_id, = {r for _, r in quarantined(spark, wap)}
+    code, rerun = wap.run(path, checks=DROP_NEGATIVE)
+    assert code == 0 and rerun.status == "already_published" and wap.ids() == [0]
+    assert [(r["run_id"], r["status"]) for r in ledger(wap) if r["batch_id"] == rerun.batch_id
+            and r["run_id"] != rerun.run_id] == [(run_id, "quarantined")]
+    assert sorted(quarantined(spark, wap)) == [(7, run_id), (8, run_id)]
+
+
+def test_a_run_whose_every_row_is_quarantined_finds_the_rerun_that_published_an_ended_runs_snapshot(
         wap, spark, tmp_path, monkeypatch):
     """The first run ended (exit 1) with its audited snapshot on its branch. A run under stricter
-    checks drops every row and finds no consumer; then a rerun takes the first's snapshot up and
-    publishes it, removing the strict run's rows. The strict run must not then remove the first's
-    as those of a run that ended without consuming the batch: the published snapshot carries them."""
+    checks drops every row; before it decides, a rerun takes the first's snapshot up and publishes
+    it, removing the strict run's rows. The strict run finds that publish and consumes nothing:
+    the first's rows, which the published snapshot carries, stay."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
@@ -242,13 +297,13 @@ def test_a_run_quarantining_every_row_spares_the_rows_of_an_ended_run_whose_snap
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
     gate = tmp_path / "gate"
     gate.mkdir()
-    strict = wap.cli(path, env=paused(gate, "quarantined"), checks=[dict(DROP_NEGATIVE[0], min=100)])
-    wait_paused(gate, "quarantined", strict)  # it looked for a consumer and found none
+    strict = wap.cli(path, env=paused(gate, "audit"), checks=[dict(DROP_NEGATIVE[0], min=100)])
+    wait_paused(gate, "audit", strict)
     code, rerun = wap.run(path, checks=DROP_NEGATIVE)
     assert code == 0 and rerun.status == "published" and rerun.staged_snapshot == ended.staged_snapshot
     (gate / "go").touch()
     code, report, out = finish(strict)
-    assert code == 0 and report["status"] == "quarantined" and report["rows_dropped"] == 6, out[-2000:]
+    assert code == 0 and report["status"] == "already_published", out[-2000:]
     assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, ended.run_id)]
 
 
