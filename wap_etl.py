@@ -93,6 +93,9 @@ FILE_IDS_PROPERTY = "wap.input_file_ids"  # their identities: path, size and con
 # A table property that the publish's own compare-and-swap sets: the last publish, in the very
 # commit that made it. It outlives the snapshot's expiry until the ledger holds the publish.
 PUBLISH_PROPERTY = "wap.last_publish"
+# Its twin for a batch every row of which was quarantined: set by that consumption's own
+# compare-and-swap (main unmoved), kept apart so that a publish never overwrites it unrecorded.
+WHOLE_QUARANTINE_PROPERTY = "wap.last_quarantine"
 QUARANTINE_PROPERTY = "wap.quarantine_run_id"  # the run whose quarantined rows go with the snapshot
 QUARANTINED_PROPERTY = "wap.quarantined_rows"  # how many rows of the quarantine go with it
 SOURCE_SNAPSHOT_PROPERTY = "source-snapshot-id"  # Iceberg's own: what a rebased snapshot re-commits
@@ -4220,12 +4223,12 @@ class Ledger:
         known = {m.snapshot_id: m for m in self.published()
                  if m.status == "published" and m.snapshot_id is not None}
         last = last_publish(metadata) if metadata is not None else None
-        if last is not None and last.status == "published":
+        if last is not None:
             known.setdefault(last.snapshot_id, last)
         return known
 
     def catch_up(self, last):
-        """Read the ledger again if the table's last consumption (`last`, its last-publish
+        """Read the ledger again if the table's last batch quarantined whole (`last`, from its
         property) is not among the rows read: it came after them, and so may others of which the
         property no longer speaks (each was recorded before the next overwrote it). Once per mark."""
         if (last is not None and last.run_id != self._caught_up
@@ -4471,20 +4474,30 @@ def F_in(column, values):
 
 def last_publish(metadata):
     """The table's last-publish property as a Mark, or None."""
+    return property_mark(metadata, PUBLISH_PROPERTY)
+
+
+def last_quarantine(metadata):
+    """The table's last consumption of a batch every row of which was quarantined, as a Mark (no
+    snapshot), or None."""
+    return property_mark(metadata, WHOLE_QUARANTINE_PROPERTY)
+
+
+def property_mark(metadata, key):
     properties = metadata.properties() if hasattr(metadata, "properties") else {}
-    text = properties.get(PUBLISH_PROPERTY)
+    text = properties.get(key)
     if not text:
         return None
+    quarantined = key == WHOLE_QUARANTINE_PROPERTY
     try:
         d = json.loads(str(text))
-        quarantined = d.get("status") == "quarantined"  # every row quarantined: no snapshot
         return Mark(None if quarantined else int(d["snapshot_id"]), d.get("parent_id"),
                     int(d.get("timestamp_ms") or 0), d["batch_id"], d["run_id"],
                     tuple(d.get("input_files") or ()), file_ids=tuple(d.get("file_ids") or ()),
                     input_fingerprint=d.get("input_fingerprint"),
                     status="quarantined" if quarantined else "published")
     except (ValueError, KeyError, TypeError):
-        log.warning("table property %s is not this job's: ignored", PUBLISH_PROPERTY)
+        log.warning("table property %s is not this job's: ignored", key)
         return None
 
 
@@ -6829,7 +6842,7 @@ class Move(Enum):
     ALREADY_PUBLISHED = "the batch (or, with --source_files new, its files) is already on main"
     REBASE = "main moved or was rolled back: re-commit the staged files on it (append)"
     RESTAGE = "main moved or was rolled back: stage the batch again on it (other modes)"
-    QUARANTINE = ("every row was quarantined: consume the batch by a commit of the last-publish "
+    QUARANTINE = ("every row was quarantined: consume the batch by a commit of the last-quarantine "
                   "property alone, main unmoved")
 
 
@@ -6875,7 +6888,8 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
         raise WapError(f"publish: {e}; the audited batch is kept on branch {batch.branch}") from None
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
-    if changes_nothing(staged):
+    if changes_nothing(staged) and (main == staged["parent_id"] or p.mode != "merge"):
+        # (a merge's kept deletes may find the rows they delete on a moved main: it stages again)
         return Decision(Move.QUARANTINE, main, metadata, operations)
     if main == staged["parent_id"]:
         return Decision(Move.PUBLISH, main, metadata, operations)
@@ -6893,8 +6907,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         if not table_exists(spark, t):
             return []
         metadata = iceberg_table(spark, t)
-    last = last_publish(metadata)
-    ledger.catch_up(last)
+    quarantine = last_quarantine(metadata)
+    ledger.catch_up(quarantine)
     known = ledger.known(metadata)
     ancestry = history.ancestry(metadata, ref_id(metadata, "main"), known)
     if not ancestry.whole:  # expiry under way: a publish may have left history since the ledger was read
@@ -6919,8 +6933,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
-    if last is not None and last.status == "quarantined" and last.run_id not in {m.run_id for m in recorded}:
-        found.append(last)  # consumed with every row quarantined, not recorded yet
+    if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
+        found.append(quarantine)  # consumed with every row quarantined, not recorded yet
     ledger.unrecorded = unrecorded
     return found
 
@@ -7036,7 +7050,7 @@ def swap_main(spark, batch, decision, staged_id, ledger):
     publish it names is recorded in the ledger if its run did not: so every publish is always in
     the ledger or in the property, and a snapshot of this job on main in neither had no audit."""
     staged = decision.metadata.snapshot(staged_id)
-    commit_consumed(spark, batch, decision, ledger, staged_id, {
+    commit_consumed(spark, batch, decision, ledger, staged_id, PUBLISH_PROPERTY, {
         "snapshot_id": staged_id, "parent_id": staged.parentId(), "timestamp_ms": staged.timestampMillis()})
     # A catalog whose commit is not atomic across processes (Hadoop's checks the next version, then
     # renames) can let a concurrent commit from the same base replace this one. Main must be this
@@ -7047,21 +7061,23 @@ def swap_main(spark, batch, decision, staged_id, ledger):
 
 def quarantine_whole(spark, batch, decision, ledger, staged_id):
     """Every row of the batch was quarantined: it is consumed by the same compare-and-swap as a
-    publish, of the last-publish property alone (main is not moved), so it is ordered against every
-    publish of the batch: whichever commits second finds the other and settles. Read back, as a
-    publish reads main back."""
-    commit_consumed(spark, batch, decision, ledger, staged_id, {"snapshot_id": None, "status": "quarantined"})
-    mark = last_publish(decision.operations.refresh())
+    publish, of the last-quarantine property alone (main is not moved), so it is ordered against
+    every other consumption of the batch: whichever commits second finds the other and settles.
+    Read back, as a publish reads main back."""
+    commit_consumed(spark, batch, decision, ledger, staged_id, WHOLE_QUARANTINE_PROPERTY,
+                    {"snapshot_id": None, "timestamp_ms": int(time.time() * 1000)})
+    mark = last_quarantine(decision.operations.refresh())
     if mark is None or mark.run_id != batch.run_id:
         raise CommitConflict("CommitStateUnknownException")
 
 
-def commit_consumed(spark, batch, decision, ledger, staged_id, record):
-    """The compare-and-swap both consumptions share: the last-publish property set to `record`
+def commit_consumed(spark, batch, decision, ledger, staged_id, key, record):
+    """The compare-and-swap both consumptions share: the table property `key` set to `record`
     (what the batch consumed, should its snapshot expire unrecorded) and this run's branch dropped;
-    if the record names the staged snapshot, main set to it and any branch of the batch there too."""
+    if the record names the staged snapshot, main set to it and any branch of the batch there too.
+    The consumption the property named before is recorded in the ledger first, if it is not."""
     base = decision.metadata
-    previous = last_publish(base)
+    previous = property_mark(base, key)
     if previous is not None and previous.snapshot_id is not None:  # each was recorded before the next
         snapshot = base.snapshot(previous.snapshot_id)
         if snapshot is not None:
@@ -7072,7 +7088,7 @@ def commit_consumed(spark, batch, decision, ledger, staged_id, record):
               "file_ids": batch.file_ids}
     jvm = spark.sparkContext._jvm
     properties = java(jvm, "java.util.HashMap")()
-    properties.put(PUBLISH_PROPERTY, json.dumps(record))
+    properties.put(key, json.dumps(record))
     builder = java(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base).setProperties(properties)
     publish = record["snapshot_id"] is not None
     if publish:
@@ -8108,10 +8124,10 @@ def put_event(report, bus_name):
 def fault_point(step):
     """Test-only hooks, inert unless their environment variable is set. Steps: stage (before
     the branch is made), before_write, write (after the write, before the guard), audit (after
-    the audit, before publishing), publish, resume (a branch of the batch found to take up,
-    before this run's branch is made on it), resumed (just after), quarantined (every row
-    quarantined and no other run found to have consumed the batch, before the quarantine's
-    tidy-up), ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
+    the audit, before publishing), decided (the publish decided, before its commit), publish,
+    resume (a branch of the batch found to take up, before this run's branch is made on it),
+    resumed (just after), quarantined (a batch every row of which was quarantined consumed by its
+    commit, before the quarantine's tidy-up), ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step>[,<step>...] with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
     or `go.<step>` appears there (at most 10 minutes), so a test can line real runs up at a point."""
@@ -8614,6 +8630,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 return EXIT_OK
         with timed(report, "publish"):
             decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+            fault_point("decided")
             try:
                 if decision.move is Move.PUBLISH:
                     swap_main(spark, batch, decision, staged["snapshot_id"], ledger)
@@ -8645,7 +8662,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                     quarantine_whole(spark, batch, decision, ledger, staged["snapshot_id"])
                     fault_point("quarantined")
                     tidy_quarantine(spark, t, report, batch)
-                    report.status, report.main_snapshot_after = Status.QUARANTINED, staged["parent_id"]
+                    report.status, report.main_snapshot_after = Status.QUARANTINED, decision.main
                     log.warning("every row of batch %s was quarantined; nothing to publish", batch.batch_id)
                     return EXIT_OK
                 if moves == p.max_publish_retries:
@@ -8697,7 +8714,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
                              unknown_commit=False):
     """The batch is on main (or its rows were all quarantined by the run that consumed it). If this
     run's own commit had an unknown outcome and main holds this run's snapshot (or the table's
-    last-publish property names this run's consumption), it was this run's; otherwise another run
+    last-quarantine property names this run's consumption), it was this run's; otherwise another run
     consumed it, and if the ledger lacks that, this run records it (the consuming run died after
     its commit). This run's branch and quarantined rows go."""
     quarantined = found.status == "quarantined"  # consumed with every row quarantined: no snapshot
@@ -8706,7 +8723,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     if staged is not None and unknown_commit and (
             found.run_id == batch.run_id if quarantined else found.snapshot_id == staged["snapshot_id"]):
         report.status = Status.QUARANTINED if quarantined else Status.PUBLISHED  # this run's own commit
-        report.main_snapshot_after = staged["parent_id"] if quarantined else found.snapshot_id
+        report.main_snapshot_after = main if quarantined else found.snapshot_id
         tidy_quarantine(spark, t, report, batch)
         return EXIT_OK
     report.status, report.main_snapshot_after = Status.ALREADY_PUBLISHED, main

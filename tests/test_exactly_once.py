@@ -155,6 +155,7 @@ def test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_ru
 
 
 ALL_NEGATIVE = [{"id": 7, "amount": -7.0}, {"id": 8, "amount": -8.0}]
+STRICT = [dict(DROP_NEGATIVE[0], min=100)]  # drops every row of ROWS
 
 
 def test_of_two_runs_of_a_batch_whose_every_row_is_quarantined_the_one_that_commits_first_consumes_it(
@@ -214,7 +215,7 @@ def test_a_run_quarantining_every_row_consumes_the_batch_before_a_run_yet_to_pub
     gate.mkdir()
     first = wap.cli(path, env=paused(gate, "stage"), checks=DROP_NEGATIVE)
     wait_paused(gate, "stage", first)
-    code, second = wap.run(path, checks=[dict(DROP_NEGATIVE[0], min=100)])
+    code, second = wap.run(path, checks=STRICT)
     assert code == 0 and second.status == "quarantined" and second.rows_dropped == 6
     (gate / "go").touch()
     code, report, out = finish(first)
@@ -222,49 +223,63 @@ def test_a_run_quarantining_every_row_consumes_the_batch_before_a_run_yet_to_pub
     assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, second.run_id) for i in range(1, 7)]
 
 
-def test_a_publish_and_a_run_quarantining_every_row_of_one_batch_at_once_consume_it_once(wap, spark, tmp_path):
-    """Both audited, released together to decide and commit: whichever commits second finds the
-    other's commit (its compare-and-swap fails, or it decides after it) and settles."""
+def beaten_after_deciding(wap, tmp_path, held, first):
+    """A run of a batch under `held` checks decides how to consume it and is held before its
+    commit, while a run under `first` checks consumes it: the held run's compare-and-swap fails,
+    it decides again and finds that consumption. Returns the first run's report."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     gate = tmp_path / "gate"
     gate.mkdir()
-    procs = [wap.cli(path, env=paused(gate, "audit"), checks=checks)
-             for checks in (DROP_NEGATIVE, [dict(DROP_NEGATIVE[0], min=100)])]
-    release_when(gate, "audit", 2, procs)
-    (code, publisher, out), (code2, strict, out2) = finish(procs[0]), finish(procs[1])
-    assert code == code2 == 0, out[-2000:] + out2[-2000:]
-    statuses = sorted([publisher["status"], strict["status"]])
-    consumers = {r["run_id"] for r in ledger(wap)  # a run's row may also be recorded for it by the other
-                 if r["batch_id"] == publisher["batch_id"] and r["status"] != "already_published"}
-    assert len(consumers) == 1 and statuses in (["already_published", "published"],
-                                                ["already_published", "quarantined"]), statuses
-    if publisher["status"] == "published":
-        assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, publisher["run_id"])]
-    else:
-        assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, strict["run_id"]) for i in range(1, 7)]
+    proc = wap.cli(path, env=paused(gate, "decided"), checks=held)
+    wait_paused(gate, "decided", proc)
+    code, report = wap.run(path, checks=first)
+    assert code == 0, report.error
+    (gate / "go").touch()
+    code, beaten, out = finish(proc)
+    assert code == 0 and beaten["status"] == "already_published", out[-2000:]
+    return report
 
 
-def test_a_run_finds_its_batch_quarantined_whole_after_it_read_the_ledger_though_a_publish_overwrote_the_property(
+def test_a_run_quarantining_every_row_whose_commit_loses_to_a_publish_of_the_batch_ends_already_published(
         wap, spark, tmp_path):
-    """The first run read the ledger, then a strict run consumed the batch (every row quarantined)
-    and another batch's publish overwrote the last-publish property. The property names a publish
-    the first run's ledger rows lack: it reads the ledger again, finds the consumption and
-    publishes nothing."""
+    """The batch is consumed once, with the publisher's quarantined row."""
+    publisher = beaten_after_deciding(wap, tmp_path, held=STRICT, first=DROP_NEGATIVE)
+    assert publisher.status == "published"
+    assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, publisher.run_id)]
+
+
+def test_a_publish_whose_commit_loses_to_a_run_quarantining_every_row_of_the_batch_ends_already_published(
+        wap, spark, tmp_path):
+    strict = beaten_after_deciding(wap, tmp_path, held=DROP_NEGATIVE, first=STRICT)
+    assert strict.status == "quarantined"
+    assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, strict.run_id) for i in range(1, 7)]
+
+
+def test_a_run_finds_its_batch_quarantined_whole_after_it_read_the_ledger_though_another_batch_was_since(
+        wap, spark, tmp_path):
+    """The first run read the ledger; then a strict run consumed the batch quarantined whole and
+    was killed before its ledger row, and another batch was quarantined whole, its commit
+    recording the strict run's consumption before overwriting the property. The property names a
+    consumption the first run's ledger rows lack: it reads the ledger again, finds the strict
+    run's and publishes nothing."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     gate = tmp_path / "gate"
     gate.mkdir()
     first = wap.cli(path, env=paused(gate, "stage"), checks=DROP_NEGATIVE)
     wait_paused(gate, "stage", first)  # it has read the ledger
-    code, strict = wap.run(path, checks=[dict(DROP_NEGATIVE[0], min=100)])
-    assert code == 0 and strict.status == "quarantined"
-    code, other = wap.run([{"id": 20, "amount": 20.0}], checks=DROP_NEGATIVE)
-    assert code == 0 and other.status == "published"
+    killed = wap.cli(path, env={"WAP_FAULT_AFTER": "quarantined"}, checks=STRICT)
+    out, _ = killed.communicate(timeout=400)
+    assert killed.returncode == 137, out[-3000:]
+    code, other = wap.run([{"id": 20, "amount": -20.0}], checks=DROP_NEGATIVE)
+    assert code == 0 and other.status == "quarantined"
     (gate / "go").touch()
     code, report, out = finish(first)
     assert code == 0 and report["status"] == "already_published", out[-2000:]
-    assert wap.ids() == [0, 20]
+    assert wap.ids() == [0]
+    assert [r["status"] for r in ledger(wap) if r["batch_id"] == report["batch_id"]
+            and r["run_id"] != report["run_id"]] == ["quarantined"], "recorded by the other batch's commit"
 
 
 def test_a_run_killed_after_consuming_a_batch_whose_every_row_is_quarantined_is_recorded_by_the_next(wap, spark):
@@ -297,7 +312,7 @@ def test_a_run_whose_every_row_is_quarantined_finds_the_rerun_that_published_an_
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
     gate = tmp_path / "gate"
     gate.mkdir()
-    strict = wap.cli(path, env=paused(gate, "audit"), checks=[dict(DROP_NEGATIVE[0], min=100)])
+    strict = wap.cli(path, env=paused(gate, "audit"), checks=STRICT)
     wait_paused(gate, "audit", strict)
     code, rerun = wap.run(path, checks=DROP_NEGATIVE)
     assert code == 0 and rerun.status == "published" and rerun.staged_snapshot == ended.staged_snapshot
@@ -314,7 +329,7 @@ def test_a_run_quarantining_every_row_removes_the_rows_of_a_run_whose_audit_fail
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     code, failed = wap.run(path, checks=DROP_NEGATIVE + [{"check": "between", "column": "amount", "max": 3}])
     assert code == 3 and failed.rows_dropped == 1 and failed.branch in wap.refs()
-    code, report = wap.run(path, checks=[dict(DROP_NEGATIVE[0], min=100)])
+    code, report = wap.run(path, checks=STRICT)
     assert code == 0 and report.status == "quarantined" and report.rows_dropped == 6
     assert sorted(quarantined(spark, wap)) == [(i, report.run_id) for i in range(1, 7)]
 
@@ -1026,6 +1041,23 @@ def test_a_resumed_merge_whose_kept_rows_change_nothing_leaves_its_quarantined_r
     code, report = wap.run(path, checks=DROP_NEGATIVE, **CDC)
     assert code == 0 and report.status == "quarantined", report.error
     assert quarantined(spark, wap) == [(8, report.run_id)] and wap.ids() == [1, 2, 3, 4, 5]
+
+
+def test_a_merge_whose_kept_deletes_change_nothing_stages_again_when_main_gains_their_keys(wap, spark, tmp_path):
+    """Its one kept row deletes a key main lacked when it staged (every other row quarantined);
+    meanwhile another batch inserts that key. Consuming the batch as quarantined whole would
+    leave the row it deletes: it stages again on the new main and publishes the delete."""
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": 8, "amount": -8.0, "op": "U"}, {"id": 9, "amount": 9.0, "op": "D"}])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proc = wap.cli(path, env=paused(gate, "audit"), checks=DROP_NEGATIVE, **CDC)
+    wait_paused(gate, "audit", proc)  # staged: a snapshot that changes nothing
+    assert wap.run([{"id": 9, "amount": 9.0}], checks=[])[0] == 0
+    (gate / "go").touch()
+    code, report, out = finish(proc)
+    assert code == 0 and report["status"] == "published", out[-2000:]
+    assert wap.ids() == [1, 2, 3, 4, 5] and quarantined(spark, wap) == [(8, report["run_id"])]
 
 
 def test_a_resumed_upsert_merge_reports_the_counts_of_an_uninterrupted_run(wap, monkeypatch):
