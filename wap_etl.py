@@ -4394,7 +4394,7 @@ class Ledger:
             self.forget()  # another run may have recorded them since this run read the ledger
         found = missing()
         if found:
-            log.warning("run ledger: recording %d publish(es) missing from %s.%s: %s", len(found),
+            log.warning("run ledger: recording %d consumption(s) missing from %s.%s: %s", len(found),
                         self.ref.catalog, self.ref.ident, ", ".join(f"{m.batch_id} ({m.run_id})" for m in found))
             self.record([ledger_row_of_mark(m, self.table, self.table_uuid) for m in found])
 
@@ -6934,7 +6934,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
-        found.append(quarantine)  # consumed with every row quarantined, not recorded yet
+        found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
+        unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
     ledger.unrecorded = unrecorded
     return found
 
@@ -7007,7 +7008,7 @@ def already_on_main(consumed, batch):
             if (batch.explicit_id and m.file_ids and m.input_fingerprint
                     and m.input_fingerprint != batch.input_fingerprint):
                 raise bad_input(
-                    f"--batch_id: batch {batch.batch_id!r} was published by run {m.run_id} from "
+                    f"--batch_id: batch {batch.batch_id!r} was {consumed_as(m)} by run {m.run_id} from "
                     f"{describe_files(m.input_files)} (input {m.input_fingerprint[:12]}); this run reads "
                     f"{describe_files(batch.input_files)} (input {batch.input_fingerprint[:12]}): a "
                     "batch id names one input, so give this input a new --batch_id")
@@ -7027,12 +7028,16 @@ def already_on_main(consumed, batch):
         return by
     if batch.track_files:
         raise WapError(f"--source_files new: {len(taken)} of this run's {len(paths)} files were "
-                       f"published by run {by.run_id} meanwhile (e.g. {sorted(taken)[0]}); main is "
+                       f"{consumed_as(by)} by run {by.run_id} meanwhile (e.g. {sorted(taken)[0]}); main is "
                        "unchanged: rerun to load the rest")
     raise bad_input(f"--source_path: {len(taken)} of the batch's {len(paths)} files are already on "
                     f"main (e.g. {sorted(taken)[0]}, loaded by run {by.run_id}); loading them again "
                     "would duplicate their rows (--source_files new loads only the files no publish "
                     "consumed)")
+
+
+def consumed_as(mark):
+    return "quarantined whole" if mark.status == "quarantined" else "published"
 
 
 def describe_files(files, n=3):
@@ -7055,7 +7060,7 @@ def swap_main(spark, batch, decision, staged_id, ledger):
     # A catalog whose commit is not atomic across processes (Hadoop's checks the next version, then
     # renames) can let a concurrent commit from the same base replace this one. Main must be this
     # snapshot now; if not, the outcome is unknown and decided again: the batch on main settles it.
-    if ref_id(decision.operations.refresh(), "main") != staged_id:
+    if ref_id(read_back(decision), "main") != staged_id:
         raise CommitConflict("CommitStateUnknownException")
 
 
@@ -7066,9 +7071,19 @@ def quarantine_whole(spark, batch, decision, ledger, staged_id):
     Read back, as a publish reads main back."""
     commit_consumed(spark, batch, decision, ledger, staged_id, WHOLE_QUARANTINE_PROPERTY,
                     {"snapshot_id": None, "timestamp_ms": int(time.time() * 1000)})
-    mark = last_quarantine(decision.operations.refresh())
+    mark = last_quarantine(read_back(decision))
     if mark is None or mark.run_id != batch.run_id:
         raise CommitConflict("CommitStateUnknownException")
+
+
+def read_back(decision):
+    """The table's metadata just after this run's commit; a failure to read it leaves the commit's
+    outcome unknown (decided again), never the run failed after a commit that may have landed."""
+    try:
+        return decision.operations.refresh()
+    except Exception as e:
+        log.info("the table could not be read back after the commit (%s)", first_line(e))
+        raise CommitConflict("CommitStateUnknownException") from None
 
 
 def commit_consumed(spark, batch, decision, ledger, staged_id, key, record):
@@ -7082,7 +7097,8 @@ def commit_consumed(spark, batch, decision, ledger, staged_id, key, record):
         snapshot = base.snapshot(previous.snapshot_id)
         if snapshot is not None:
             previous.summary = snapshot_fields(snapshot)["summary"]
-    ledger.complete(([previous] if previous is not None else []) + list(ledger.unrecorded))
+    ledger.complete(list({(m.run_id, m.snapshot_id): m for m in [previous, *ledger.unrecorded]
+                          if m is not None}.values()))
     record = {"run_id": batch.run_id, "batch_id": batch.batch_id, **record,
               "input_fingerprint": batch.input_fingerprint, "input_files": batch.input_files,
               "file_ids": batch.file_ids}
@@ -8738,8 +8754,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
         side_effect("branch clean-up", lambda: drop_branch(spark, t, batch.branch))
         discard_own_quarantine(spark, t, batch, report)  # another run may have published it, rebased
     log.info("batch %s was %s by run %s (snapshot %s); main is untouched by this run", batch.batch_id,
-             "quarantined whole" if found.status == "quarantined" else "published", found.run_id,
-             found.snapshot_id)
+             consumed_as(found), found.run_id, found.snapshot_id)
     return EXIT_OK
 
 

@@ -158,6 +158,7 @@ ALL_NEGATIVE = [{"id": 7, "amount": -7.0}, {"id": 8, "amount": -8.0}]
 STRICT = [dict(DROP_NEGATIVE[0], min=100)]  # drops every row of ROWS
 
 
+@soak  # the ordering the strict run's test below also makes (the first held before staging)
 def test_of_two_runs_of_a_batch_whose_every_row_is_quarantined_the_one_that_commits_first_consumes_it(
         wap, spark, tmp_path):
     """The second run's commit consumed the batch: the first, held before staging, finds it and ends
@@ -192,6 +193,7 @@ def test_a_run_that_took_up_a_snapshot_whose_every_row_is_quarantined_consumes_i
     assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
 
 
+@soak  # the take-up of the test above, without the changed file
 def test_a_run_whose_snapshot_another_run_took_up_and_consumed_whole_ends_already_published(wap, spark, tmp_path):
     """The second run took the first's snapshot up and consumed the batch with its own rows; the
     first, audited before that, finds the consumption when it decides and leaves the second's."""
@@ -283,7 +285,7 @@ def test_a_run_finds_its_batch_quarantined_whole_after_it_read_the_ledger_though
 
 
 def test_a_run_killed_after_consuming_a_batch_whose_every_row_is_quarantined_is_recorded_by_the_next(wap, spark):
-    """Killed between its commit and its ledger row: the table's last-publish property names the
+    """Killed between its commit and its ledger row: the table's last-quarantine property names the
     consumption, so a rerun ends already published and records it."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ALL_NEGATIVE)
@@ -296,6 +298,19 @@ def test_a_run_killed_after_consuming_a_batch_whose_every_row_is_quarantined_is_
     assert [(r["run_id"], r["status"]) for r in ledger(wap) if r["batch_id"] == rerun.batch_id
             and r["run_id"] != rerun.run_id] == [(run_id, "quarantined")]
     assert sorted(quarantined(spark, wap)) == [(7, run_id), (8, run_id)]
+
+
+def test_a_whole_quarantine_its_run_did_not_record_is_recorded_by_the_next_publish(wap, spark):
+    """Else every later run would find the property's consumption missing and read the ledger
+    twice, until the next whole quarantine."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
+    killed = wap.cli(wap.csv(ALL_NEGATIVE), env={"WAP_FAULT_AFTER": "quarantined"}, checks=DROP_NEGATIVE)
+    out, _ = killed.communicate(timeout=400)
+    assert killed.returncode == 137, out[-3000:]
+    run_id, = {r for _, r in quarantined(spark, wap)}
+    code, other = wap.run([{"id": 20, "amount": 20.0}], checks=DROP_NEGATIVE)
+    assert code == 0 and other.status == "published"
+    assert [r["status"] for r in ledger(wap) if r["run_id"] == run_id] == ["quarantined"]
 
 
 def test_a_run_whose_every_row_is_quarantined_finds_the_rerun_that_published_an_ended_runs_snapshot(
