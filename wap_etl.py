@@ -8143,7 +8143,8 @@ def fault_point(step):
     the audit, before publishing), decided (the publish decided, before its commit), publish,
     resume (a branch of the batch found to take up, before this run's branch is made on it),
     resumed (just after), quarantined (a batch every row of which was quarantined consumed by its
-    commit, before the quarantine's tidy-up), ledger_upkeep (after the ledger's compaction committed, before its snapshots expire).
+    commit, before the quarantine's tidy-up), ledger_upkeep (after the ledger's compaction
+    committed, before its snapshots expire).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step>[,<step>...] with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
     or `go.<step>` appears there (at most 10 minutes), so a test can line real runs up at a point."""
