@@ -207,34 +207,16 @@ def test_a_run_whose_snapshot_another_run_took_up_and_consumed_whole_ends_alread
     assert sorted(quarantined(spark, wap)) == [(7, second.run_id), (8, second.run_id)]
 
 
-def test_a_run_quarantining_every_row_consumes_the_batch_before_a_run_yet_to_publish_it(wap, spark, tmp_path):
-    """Under stricter checks a second run drops every row of the batch while the first, its rows
-    quarantined and nothing staged yet, has still to publish. The second's commit consumed the
-    batch: the first finds it and publishes nothing (the batch once), its rows gone."""
+def beaten_at(wap, tmp_path, step, held, first):
+    """A run of a batch under `held` checks is held at `step` (before its commit), while a run under
+    `first` checks consumes the batch: the held run then finds that consumption (deciding after it,
+    or its compare-and-swap failing) and ends already published. Returns the first run's report."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
     path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
     gate = tmp_path / "gate"
     gate.mkdir()
-    first = wap.cli(path, env=paused(gate, "stage"), checks=DROP_NEGATIVE)
-    wait_paused(gate, "stage", first)
-    code, second = wap.run(path, checks=STRICT)
-    assert code == 0 and second.status == "quarantined" and second.rows_dropped == 6
-    (gate / "go").touch()
-    code, report, out = finish(first)
-    assert code == 0 and report["status"] == "already_published", out[-2000:]
-    assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, second.run_id) for i in range(1, 7)]
-
-
-def beaten_after_deciding(wap, tmp_path, held, first):
-    """A run of a batch under `held` checks decides how to consume it and is held before its
-    commit, while a run under `first` checks consumes it: the held run's compare-and-swap fails,
-    it decides again and finds that consumption. Returns the first run's report."""
-    assert wap.run([{"id": 0, "amount": 0.0}], checks=DROP_NEGATIVE)[0] == 0
-    path = wap.csv(ROWS + [{"id": 6, "amount": -6.0}])
-    gate = tmp_path / "gate"
-    gate.mkdir()
-    proc = wap.cli(path, env=paused(gate, "decided"), checks=held)
-    wait_paused(gate, "decided", proc)
+    proc = wap.cli(path, env=paused(gate, step), checks=held)
+    wait_paused(gate, step, proc)
     code, report = wap.run(path, checks=first)
     assert code == 0, report.error
     (gate / "go").touch()
@@ -243,17 +225,26 @@ def beaten_after_deciding(wap, tmp_path, held, first):
     return report
 
 
+def test_a_run_quarantining_every_row_consumes_the_batch_before_a_run_yet_to_publish_it(wap, spark, tmp_path):
+    """Under stricter checks a second run drops every row of the batch while the first, its rows
+    quarantined and nothing staged yet, has still to publish. The second's commit consumed the
+    batch: the first finds it and publishes nothing (the batch once), its rows gone."""
+    second = beaten_at(wap, tmp_path, "stage", held=DROP_NEGATIVE, first=STRICT)
+    assert second.status == "quarantined" and second.rows_dropped == 6
+    assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, second.run_id) for i in range(1, 7)]
+
+
 def test_a_run_quarantining_every_row_whose_commit_loses_to_a_publish_of_the_batch_ends_already_published(
         wap, spark, tmp_path):
     """The batch is consumed once, with the publisher's quarantined row."""
-    publisher = beaten_after_deciding(wap, tmp_path, held=STRICT, first=DROP_NEGATIVE)
+    publisher = beaten_at(wap, tmp_path, "decided", held=STRICT, first=DROP_NEGATIVE)
     assert publisher.status == "published"
     assert wap.ids() == [0, 1, 2, 3, 4, 5] and quarantined(spark, wap) == [(6, publisher.run_id)]
 
 
 def test_a_publish_whose_commit_loses_to_a_run_quarantining_every_row_of_the_batch_ends_already_published(
         wap, spark, tmp_path):
-    strict = beaten_after_deciding(wap, tmp_path, held=DROP_NEGATIVE, first=STRICT)
+    strict = beaten_at(wap, tmp_path, "decided", held=DROP_NEGATIVE, first=STRICT)
     assert strict.status == "quarantined"
     assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, strict.run_id) for i in range(1, 7)]
 
