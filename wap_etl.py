@@ -861,6 +861,14 @@ class Check:
         return KINDS[self.check].reads is not None
 
     @property
+    def reads_metrics(self):
+        """Its verdict compares the batch with metrics the ledger recorded for earlier publishes:
+        an anomaly, or a dynamic condition (`> avg(last(10))`)."""
+        if self.check == "composite":
+            return any(r.reads_metrics for r in self.rules)
+        return self.check == "anomaly" or (self.condition is not None and self.condition.dynamic)
+
+    @property
     def measures(self):
         """stat and anomaly checks compute a statistic of the batch in the row pass (not a count of
         rows or columns, not one grouped)."""
@@ -4095,9 +4103,10 @@ class Ledger:
     """The run ledger table `<namespace>.<table>_wap_runs` (or --runs_table). A table's rows are
     found by the table's identity (Iceberg's table uuid), whatever catalog alias reached it."""
 
-    def __init__(self, spark, ref, table, table_uuid=None):
+    def __init__(self, spark, ref, table, table_uuid=None, metrics=True):
         self.spark, self.ref, self.table = spark, ref, table  # `table`: catalog.namespace.name
         self.table_uuid = table_uuid
+        self.metrics = metrics  # whether the consumed rows carry their metrics (Check.reads_metrics)
         self._published = None
         self._consumed = None
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
@@ -4106,9 +4115,10 @@ class Ledger:
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
 
     @classmethod
-    def of(cls, spark, p):
-        """The ledger of the job's table."""
-        return cls(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}")
+    def of(cls, spark, p, checks=None):
+        """The ledger of the job's table; for a run of `checks`, read as they need it."""
+        return cls(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}",
+                   metrics=checks is None or any(c.reads_metrics for c in checks))
 
     def identify(self, table_uuid):
         """The table exists now: find its rows by its uuid."""
@@ -4165,11 +4175,14 @@ class Ledger:
         columns = {f.name.lower() for f in ledger.schema.fields}
         ids = "input_file_ids" in columns
         # finished_at as micros since the epoch: only sorted, never shown, and a timestamp column
-        # would make PySpark convert every field of every row (a third of a long ledger's read)
+        # would make PySpark convert every field of every row (a third of a long ledger's read).
+        # The metrics only for checks that compare with them: a run's dozen map entries, times
+        # every run, are half of a long ledger's read.
         rows = (self.runs(columns, ledger).filter(F_in("status", CONSUMED))
                 .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
                         "input_files", "input_fingerprint", F.unix_micros("finished_at").alias("finished_at"),
-                        "rows_written", "metrics", *(["input_file_ids"] if ids else [])).collect())
+                        "rows_written", *(["metrics"] if self.metrics else []),
+                        *(["input_file_ids"] if ids else [])).collect())
         # as dicts: a Row finds a field by name by searching its field list, which over a long
         # ledger's rows, each read a dozen times, cost more than the read itself
         return [r.asDict() for r in rows], columns
@@ -8461,7 +8474,7 @@ def run_job(argv, scrubber):
             spark, glue_job = create_session(p)
         outer_group = spark.sparkContext.getLocalProperty(JOB_GROUP)
         spark.sparkContext.setLocalProperty(JOB_GROUP, job_group(report, OTHER_STEP))
-        ledger, history = Ledger.of(spark, p), History()
+        ledger, history = Ledger.of(spark, p, checks), History()
         code = run_batch(spark, p, checks, report, ledger, history)
     except WapError as e:
         report.status, report.error, code = Status.ERROR, str(e), e.code

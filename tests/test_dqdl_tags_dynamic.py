@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import wap_etl
 from conftest import write_csv
 
 DAY = 86400
@@ -65,6 +66,31 @@ def test_fileuniqueness_with_a_dynamic_value_compares_with_past_publishes(wap):
     code, report = wap.run(source, checks=rules)
     r = report.checks[0]
     assert code == 3 and r["observed"] == pytest.approx(1 / 3, abs=1e-6) and r["history"] == 2
+
+
+def test_a_dynamic_rule_inside_a_composite_compares_with_past_publishes(wap):
+    rules = 'Rules = [ (RowCount >= avg(last(2)) * 0.5) AND (IsComplete "id") ]'
+    for i in range(2):
+        assert wap.run(rows(10, 100 * i), checks=rules)[0] == 0
+    code, report = wap.run(rows(3, 900), checks=rules)
+    assert code == 3 and report.checks[0]["rules"][0]["history"] == 2, report.checks
+
+
+@pytest.mark.parametrize("rules, metrics", [
+    ('Rules = [ RowCount > 0, Completeness "carrier" > 0.5 ]', False),
+    ('Rules = [ RowCount > avg(last(3)) * 0.5 ]', True),
+    ('Rules = [ (IsComplete "id") OR (RowCount > avg(last(3))) ]', True),
+], ids=["no_history", "dynamic", "dynamic_in_a_composite"])
+def test_a_run_reads_the_ledger_metrics_of_earlier_runs_only_for_checks_that_compare_with_them(wap, spark, rules, metrics):
+    source = wap.csv(rows(10))
+    code, report = wap.run(source, checks=rules)
+    assert code == 0, report.error
+    p = wap_etl.parse_params(wap.args(source, checks=rules))
+    ledger = wap_etl.Ledger.of(spark, p, wap_etl.parse_checks(p.checks))
+    ledger.identify(report.table_uuid)
+    [row] = ledger.consumed()
+    assert ("metrics" in row) is metrics and row["rows_written"] == 10
+    assert not metrics or row["metrics"]["row_count"] == 10
 
 
 def test_percentile_of_the_history_bounds_the_row_count(wap):
