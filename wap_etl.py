@@ -855,10 +855,11 @@ class Check:
 
     @property
     def reads_state(self):
-        """Its verdict depends on more than the staged rows: on main, another table or the ledger."""
+        """Its verdict depends on more than the staged rows: on main, another table or the ledger
+        (its kind's reads, or a dynamic condition's history)."""
         if self.check == "composite":
             return any(r.reads_state for r in self.rules)
-        return KINDS[self.check].reads is not None
+        return KINDS[self.check].reads is not None or self.reads_metrics
 
     @property
     def reads_metrics(self):

@@ -76,6 +76,27 @@ def test_a_dynamic_rule_inside_a_composite_compares_with_past_publishes(wap):
     assert code == 3 and report.checks[0]["rules"][0]["history"] == 2, report.checks
 
 
+def test_a_dynamic_rule_is_audited_again_after_a_rebase_against_the_history_then(wap, monkeypatch):
+    """Held after its audit passed (6 rows > half the last three publishes' 10), the run finds
+    main moved by a publish of 100 rows: against that history it fails, and main keeps none."""
+    rules = "Rules = [ RowCount > avg(last(3)) * 0.5 ]"
+    for i in range(3):
+        assert wap.run(rows(10, 100 * i), checks=rules)[0] == 0
+
+    def a_bigger_batch_published_meanwhile(step):
+        if step == "audit":
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            other = wap.cli(rows(100, 1000), checks=rules)
+            out, _ = other.communicate(timeout=400)
+            assert other.returncode == 0, out[-2000:]
+    monkeypatch.setattr(wap_etl, "fault_point", a_bigger_batch_published_meanwhile)
+    code, report = wap.run(rows(6, 900), checks=rules)
+    assert report.rebases == 1, "main moved: the audited rows were rebased"
+    assert code == 3 and report.status == "audit_failed", report.checks
+    assert report.checks[0]["history"] == 3 and not report.checks[0]["passed"]
+    assert not any(900 <= i < 1000 for i in wap.ids()), "main holds none of the batch"
+
+
 @pytest.mark.parametrize("rules, metrics", [
     ('Rules = [ RowCount > 0, Completeness "carrier" > 0.5 ]', False),
     ('Rules = [ RowCount > avg(last(3)) * 0.5 ]', True),
