@@ -2,6 +2,7 @@
 import csv
 import glob
 import itertools
+import json
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ CHILD_SUBMIT_ARGS = f"--driver-java-options '{CHILD_JAVA_OPTIONS}' pyspark-shell
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", CHILD_SUBMIT_ARGS)
 
 
-def share_child_classes(warehouse):
+def share_child_classes():
     """Start every child JVM from a class-data archive that one small run of the job wrote.
 
     Loading and verifying Spark's, Iceberg's and Parquet's classes is most of a child's start;
@@ -39,43 +40,72 @@ def share_child_classes(warehouse):
     JVM checks it against its own version and class path and quietly ignores one that does not
     match, so at worst a child starts as it would have. Only tests' children use it."""
     global CHILD_SUBMIT_ARGS
-    if os.environ.get("PYSPARK_SUBMIT_ARGS") != CHILD_SUBMIT_ARGS:
-        return  # the caller chose its own child options
     import hashlib
     import pyspark
     import tempfile
+    if os.environ.get("PYSPARK_SUBMIT_ARGS") != CHILD_SUBMIT_ARGS or re.search(r"\s", tempfile.gettempdir()):
+        return  # the caller chose its own child options; or a path the options cannot quote
     jars = sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar")))
     jars.append(wap_etl.find_iceberg_jar() or "")
     key = hashlib.sha256(repr([(j, os.path.getmtime(j) if j else 0) for j in jars]
-                              + [shutil.which("java"), sys.version]).encode()).hexdigest()[:16]
-    archive = os.path.join(tempfile.gettempdir(), f"wap_etl_tests_{key}.jsa")
-    quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+                              + [os.environ.get("JAVA_HOME"), shutil.which("java"), sys.version]).encode())
+    archive = os.path.join(tempfile.gettempdir(), f"wap_etl_tests_{key.hexdigest()[:16]}.jsa")
     if not os.path.exists(archive):
-        dump = f"{archive}.{os.getpid()}"
-        source = write_csv(os.path.join(warehouse, "_cds", "in.csv"), ORDERS)
-        args = ["--source_path", source, "--table", "cds.orders", "--catalog", CATALOG,
-                "--warehouse", os.path.join(warehouse, "_cds"), "--report_path", os.path.join(warehouse, "_cds"),
-                "--checks", '[{"check": "not_null", "column": "id"}, {"check": "unique", "columns": ["id"]}, {"check": "between", "column": "amount", "min": 0}]']
-        env = dict(os.environ, WAP_SPARK_MASTER="local[1]", PYSPARK_SUBMIT_ARGS=(
-            f"--driver-java-options '{CHILD_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={dump} {quiet}' pyspark-shell"))
-        done = subprocess.Popen([sys.executable, os.path.join(ROOT, "wap_etl.py")] + args, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        done.wait()
-        deadline = time.monotonic() + 300  # the JVM writes the archive as it exits, after its Python
-        while time.monotonic() < deadline:
+        if os.path.exists(archive + ".failed") or not write_class_archive(archive):
+            return
+    CHILD_SUBMIT_ARGS = (f"--driver-java-options '{CHILD_JAVA_OPTIONS} -XX:SharedArchiveFile={archive} "
+                         "-Xlog:cds*=off' pyspark-shell")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = CHILD_SUBMIT_ARGS
+
+
+def write_class_archive(archive, timeout=600):
+    """One run of the job on three rows in a JVM that writes the classes it loaded to `archive` as
+    it exits (after its Python parent has: hence waiting for the whole process group). False, and
+    a `.failed` mark so later sessions do not try again, if it fails or outlasts `timeout`."""
+    import signal
+    import tempfile
+    work, dump = tempfile.mkdtemp(prefix="wap_etl_cds_"), f"{archive}.{os.getpid()}"
+    args = ["--source_path", write_csv(os.path.join(work, "in.csv"), ORDERS), "--table", "cds.orders",
+            "--catalog", CATALOG, "--warehouse", work, "--report_path", work, "--checks", json.dumps(
+                [{"check": "not_null", "column": "id"}, {"check": "unique", "columns": ["id"]},
+                 {"check": "between", "column": "amount", "min": 0}])]
+    env = dict(os.environ, WAP_SPARK_MASTER="local[1]", PYSPARK_SUBMIT_ARGS=(
+        f"--driver-java-options '{CHILD_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off' pyspark-shell"))
+    job = subprocess.Popen([sys.executable, os.path.join(ROOT, "wap_etl.py")] + args, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline, alive = time.monotonic() + timeout, True
+    try:
+        while alive and time.monotonic() < deadline:
+            job.poll()
             try:
-                os.killpg(done.pid, 0)
+                os.killpg(job.pid, 0)
             except ProcessLookupError:
+                alive = False
+            except OSError:
                 break
             time.sleep(0.2)
+        if alive:
+            try:
+                os.killpg(job.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            job.wait()
+        ok = not alive and job.returncode == 0 and os.path.exists(dump)
+        if ok:
+            os.replace(dump, archive)
+            for old in glob.glob(os.path.join(os.path.dirname(archive), "wap_etl_tests_*.jsa")):
+                if old != archive:  # another class path's (an older venv's): ~160 MB each; a
+                    try:  # JVM that maps it keeps its pages
+                        os.remove(old)
+                    except OSError:
+                        pass
         else:
-            return  # still writing: a child never maps a half-written archive
-        if done.returncode != 0 or not os.path.exists(dump):
-            return
-        os.replace(dump, archive)
-    CHILD_SUBMIT_ARGS = (f"--driver-java-options '{CHILD_JAVA_OPTIONS} -XX:SharedArchiveFile={archive} {quiet}'"
-                         " pyspark-shell")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = CHILD_SUBMIT_ARGS
+            open(archive + ".failed", "w").close()
+        return ok
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if os.path.exists(dump):
+            os.remove(dump)
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +118,7 @@ def spark(warehouse):
     from pyspark.sql import SparkSession
     jar = wap_etl.find_iceberg_jar()
     assert jar, "snowpark-connect-deps-iceberg is not installed; pip install -r requirements-dev.txt"
-    share_child_classes(warehouse)
+    share_child_classes()
     children = (os.environ.pop("PYSPARK_SUBMIT_ARGS")  # not for this long-lived JVM
                 if os.environ.get("PYSPARK_SUBMIT_ARGS") == CHILD_SUBMIT_ARGS else None)
     builder = (
