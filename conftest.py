@@ -93,12 +93,12 @@ def write_class_archive(archive, timeout=600):
         ok = not alive and job.returncode == 0 and os.path.exists(dump)
         if ok:
             os.replace(dump, archive)
-            for old in glob.glob(os.path.join(os.path.dirname(archive), "wap_etl_tests_*.jsa")):
-                if old != archive:  # another class path's (an older venv's): ~160 MB each; a
-                    try:  # JVM that maps it keeps its pages
-                        os.remove(old)
-                    except OSError:
-                        pass
+            for old in glob.glob(os.path.join(os.path.dirname(archive), "wap_etl_tests_*.jsa*")):
+                try:  # other class paths' (older venvs'), ~160 MB each, once a day old; a JVM
+                    if old != archive and os.path.getmtime(old) < time.time() - 86400:  # that maps
+                        os.remove(old)  # one keeps its pages
+                except OSError:
+                    pass
         else:
             open(archive + ".failed", "w").close()
         return ok

@@ -98,6 +98,7 @@ PUBLISH_PROPERTY = "wap.last_publish"
 WHOLE_QUARANTINE_PROPERTY = "wap.last_quarantine"
 QUARANTINE_PROPERTY = "wap.quarantine_run_id"  # the run whose quarantined rows go with the snapshot
 QUARANTINED_PROPERTY = "wap.quarantined_rows"  # how many rows of the quarantine go with it
+KEPT_PROPERTY = "wap.kept_rows"  # how many rows of the batch its drop checks kept
 SOURCE_SNAPSHOT_PROPERTY = "source-snapshot-id"  # Iceberg's own: what a rebased snapshot re-commits
 SOURCE_FORMATS = ("csv", "json", "parquet")
 MODES = ("append", "overwrite_partitions", "merge")
@@ -3823,6 +3824,7 @@ class Batch:
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
     quarantined: int = None  # how many: a run taking the snapshot up finds them all, or stages afresh
+    kept: int = None  # how many rows the drop checks kept (a merge of none changes nothing on any main)
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
     explicit_id: bool = False  # --batch_id named the batch (else it is the input's fingerprint)
 
@@ -3845,6 +3847,8 @@ class Batch:
             properties[QUARANTINE_PROPERTY] = self.quarantine_run
         if self.quarantined is not None:
             properties[QUARANTINED_PROPERTY] = str(self.quarantined)
+        if self.kept is not None:
+            properties[KEPT_PROPERTY] = str(self.kept)
         return properties
 
 
@@ -6902,8 +6906,10 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
         raise WapError(f"publish: {e}; the audited batch is kept on branch {batch.branch}") from None
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
-    if changes_nothing(staged) and (main == staged["parent_id"] or p.mode != "merge"):
-        # (a merge's kept deletes may find the rows they delete on a moved main: it stages again)
+    if changes_nothing(staged) and (main == staged["parent_id"] or p.mode != "merge"
+                                    or staged["summary"].get(KEPT_PROPERTY) == "0"):
+        # (a merge's kept deletes may find the rows they delete on a moved main: it stages again,
+        # unless it kept no rows, which change nothing on any main)
         return Decision(Move.QUARANTINE, main, metadata, operations)
     if main == staged["parent_id"]:
         return Decision(Move.PUBLISH, main, metadata, operations)
@@ -8569,8 +8575,8 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             count per check."""
             batch.quarantine_run = batch.run_id
             report.rows_dropped, counts, report.quarantine_table = write_quarantine(spark, t, bad, batch)
-            report.rows_read = report.rows_dropped + good.count()  # from the cache
-            batch.quarantined = report.rows_dropped
+            batch.kept = good.count()  # from the cache
+            report.rows_read, batch.quarantined = report.rows_dropped + batch.kept, report.rows_dropped
             return counts
         if bad is not None and staged is not None:  # resumed: the run that staged it quarantined its rows
             owner = quarantine_owner(staged["summary"])
@@ -8679,9 +8685,9 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                         # a taken-up snapshot's rows are its run's, which may still discard them once
                         # this run's branch is gone (or, killed, never tidy them): this run consumes
                         # the batch with its own, the same rows by the same checks, and removes those
-                        expected = batch.quarantined
+                        expected, kept = batch.quarantined, staged["summary"].get(KEPT_PROPERTY)
                         dropped_counts = quarantine_own()
-                        if report.rows_dropped != expected:
+                        if report.rows_dropped != expected or kept not in (None, str(batch.kept)):
                             # its own drop checks disagree with that snapshot's (a check on the clock,
                             # a transform that is not deterministic): it stages what they keep
                             log.info("this run's drop checks drop %d rows, the taken-up snapshot's %s: "
@@ -8707,7 +8713,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                              "files on it (retry %d)", decision.main, moves)
                     staged = rebase(spark, t, batch, staged, decision.main, int(time.time() * 1000))
                     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
-                    recheck_state(spark, p, t, checks, report, staged, ledger)
+                    recheck_state(spark, t, checks, report, batch, staged, ledger)
                     if blocking_failures(report):
                         return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
                 else:
@@ -8859,17 +8865,19 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
             report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
 
 
-def recheck_state(spark, p, t, checks, report, staged, ledger):
+def recheck_state(spark, t, checks, report, batch, staged, ledger):
     """After a rebase the rows are the audited ones, but main around them (and what else a check
-    reads: another table, the ledger) changed: re-run every check that reads more than the rows."""
+    reads: another table, the ledger) changed: re-run every check that reads more than the rows,
+    on the same batch (its counts, its source files for a file rule in a dynamic or composite rule)."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
                                                           staged["parent_id"], summary=staged["summary"]),
-                           staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
-                           staged_id=staged["snapshot_id"])
+                           staged["parent_id"], ledger, rows_dropped=report.rows_dropped or 0,
+                           proof_snapshot=staged["snapshot_id"], rows_read=report.rows_read,
+                           staged_id=staged["snapshot_id"], input_files=batch.input_pins)
         by_name = {r["name"]: r for r in results}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]
 

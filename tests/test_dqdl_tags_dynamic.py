@@ -97,6 +97,24 @@ def test_a_dynamic_rule_is_audited_again_after_a_rebase_against_the_history_then
     assert not any(900 <= i < 1000 for i in wap.ids()), "main holds none of the batch"
 
 
+def test_a_file_rule_with_a_dynamic_value_is_audited_again_after_a_rebase_on_the_batchs_own_files(wap, monkeypatch):
+    rules = "Rules = [ FileUniqueness >= min(last(3)) ]"
+    for i in range(3):
+        assert wap.run(folder(wap, rows(2, 10 * i), rows(2, 10 * i + 5), name=f"day{i}"), checks=rules)[0] == 0
+
+    def another_day_published_meanwhile(step):
+        if step == "audit":
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            other = wap.cli(folder(wap, rows(2, 500), rows(2, 505), name="day5"), checks=rules)
+            out, _ = other.communicate(timeout=400)
+            assert other.returncode == 0, out[-2000:]
+    monkeypatch.setattr(wap_etl, "fault_point", another_day_published_meanwhile)
+    code, report = wap.run(folder(wap, rows(2, 900), rows(2, 905), name="day9"), checks=rules)
+    assert report.rebases == 1, "main moved: the audited rows were rebased"
+    assert code == 0 and report.status == "published", report.checks
+    assert report.checks[0]["observed"] == 1.0 and report.checks[0]["history"] == 3
+
+
 @pytest.mark.parametrize("rules, metrics", [
     ('Rules = [ RowCount > 0, Completeness "carrier" > 0.5 ]', False),
     ('Rules = [ RowCount > avg(last(3)) * 0.5 ]', True),

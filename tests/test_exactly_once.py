@@ -1049,6 +1049,51 @@ def test_a_resumed_merge_whose_kept_rows_change_nothing_leaves_its_quarantined_r
     assert quarantined(spark, wap) == [(8, report.run_id)] and wap.ids() == [1, 2, 3, 4, 5]
 
 
+def with_twins_when_asked(df):
+    """A transform whose output is not a function of its input (the clock, another table, an
+    environment variable, as here): with WAP_TEST_TWINS set, each row and a twin with the next id
+    and the amount negated."""
+    from pyspark.sql import functions as F
+    if not os.environ.get("WAP_TEST_TWINS"):
+        return df
+    changed = {"id": F.col("id") + 1, "amount": -F.col("amount")}
+    return df.unionByName(df.select(*[changed[f.name].cast(f.dataType).alias(f.name) if f.name in changed
+                                      else F.col(f.name) for f in df.schema.fields]))
+
+
+def test_a_rerun_that_keeps_a_row_the_taken_up_snapshot_did_not_stages_it(wap, spark, monkeypatch):
+    """The crashed run's batch kept no row (its one row was quarantined); by the rerun the
+    transform keeps a second, quarantining the same one. Consuming the batch whole with that
+    snapshot would lose the row: it stages afresh and publishes it."""
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": 8, "amount": -8.0, "op": "U"}])
+    monkeypatch.setattr(wap_etl, "transform", with_twins_when_asked)
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
+    code, crashed = wap.run(path, checks=DROP_NEGATIVE, **CDC)
+    assert code == 1 and crashed.rows_dropped == 1 and crashed.staged_snapshot is not None
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    monkeypatch.setenv("WAP_TEST_TWINS", "1")
+    code, report = wap.run(path, checks=DROP_NEGATIVE, **CDC)
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == [1, 2, 3, 4, 5, 9] and quarantined(spark, wap) == [(8, report.run_id)]
+
+
+def test_a_merge_that_kept_no_rows_is_consumed_whole_at_once_though_main_moved(wap, spark, monkeypatch):
+    """Every row quarantined, nothing to merge: main moving meanwhile cannot change that, so it is
+    consumed as quarantined whole without staging again (which --max_publish_retries 0 forbids)."""
+    assert wap.run(ROWS, checks=[])[0] == 0
+
+    def main_moved(step):
+        if step == "audit":
+            spark.sql(f"INSERT INTO {wap.sql} (id, amount) VALUES (50, 50.0)")
+    monkeypatch.setattr(wap_etl, "fault_point", main_moved)
+    code, report = wap.run([{"id": 8, "amount": -8.0, "op": "U"}, {"id": 9, "amount": -9.0, "op": "D"}],
+                           checks=DROP_NEGATIVE, max_publish_retries="0", **CDC)
+    assert code == 0 and report.status == "quarantined" and report.rebases == 0, report.error
+    assert sorted(quarantined(spark, wap)) == [(8, report.run_id), (9, report.run_id)]
+    assert wap.ids() == [1, 2, 3, 4, 5, 50]
+
+
 def test_a_merge_whose_kept_deletes_change_nothing_stages_again_when_main_gains_their_keys(wap, spark, tmp_path):
     """Its one kept row deletes a key main lacked when it staged (every other row quarantined);
     meanwhile another batch inserts that key. Consuming the batch as quarantined whole would

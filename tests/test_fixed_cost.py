@@ -25,7 +25,7 @@ def test_a_volume_check_sees_publishes_recorded_after_a_rebase(wap, monkeypatch)
     monkeypatch.setattr(wap_etl.Ledger, "forget", lambda self: calls.append(1) or real(self))
     code, report = wap.run([{"id": 1}], checks=VOLUME)
     assert code == 0 and report.status == "published"
-    wap_etl.recheck_state(wap.spark, None, None, [], report, None, wap_etl.Ledger(
+    wap_etl.recheck_state(wap.spark, None, [], report, None, None, wap_etl.Ledger(
         wap.spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}"))
     assert calls, "the recheck forgot the rows read before the rebase"
 
