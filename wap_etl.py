@@ -8685,13 +8685,15 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                         # a taken-up snapshot's rows are its run's, which may still discard them once
                         # this run's branch is gone (or, killed, never tidy them): this run consumes
                         # the batch with its own, the same rows by the same checks, and removes those
-                        expected, kept = batch.quarantined, staged["summary"].get(KEPT_PROPERTY)
+                        expected = batch.quarantined
                         dropped_counts = quarantine_own()
-                        if report.rows_dropped != expected or kept not in (None, str(batch.kept)):
+                        if report.rows_dropped != expected or batch.kept:
                             # its own drop checks disagree with that snapshot's (a check on the clock,
-                            # a transform that is not deterministic): it stages what they keep
-                            log.info("this run's drop checks drop %d rows, the taken-up snapshot's %s: "
-                                     "staging afresh", report.rows_dropped, expected)
+                            # a transform that is not deterministic), or it keeps rows, which may
+                            # change what that snapshot's did not: it stages what it keeps
+                            log.info("this run's drop checks drop %d rows and keep %d, the taken-up "
+                                     "snapshot's drop %s and change nothing: staging afresh",
+                                     report.rows_dropped, batch.kept, expected)
                             staged = None
                             continue
                     # its input counts as consumed, so neither a rerun nor --source_files new reads
@@ -8868,15 +8870,14 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
 def recheck_state(spark, t, checks, report, batch, staged, ledger):
     """After a rebase the rows are the audited ones, but main around them (and what else a check
     reads: another table, the ledger) changed: re-run every check that reads more than the rows,
-    on the same batch (its counts, its source files for a file rule in a dynamic or composite rule)."""
+    on the same batch (its source files, for a file rule in a dynamic or composite rule)."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
                                                           staged["parent_id"], summary=staged["summary"]),
-                           staged["parent_id"], ledger, rows_dropped=report.rows_dropped or 0,
-                           proof_snapshot=staged["snapshot_id"], rows_read=report.rows_read,
+                           staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
                            staged_id=staged["snapshot_id"], input_files=batch.input_pins)
         by_name = {r["name"]: r for r in results}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]

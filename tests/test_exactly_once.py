@@ -1049,33 +1049,35 @@ def test_a_resumed_merge_whose_kept_rows_change_nothing_leaves_its_quarantined_r
     assert quarantined(spark, wap) == [(8, report.run_id)] and wap.ids() == [1, 2, 3, 4, 5]
 
 
-def with_twins_when_asked(df):
+def deletes_made_inserts_when_asked(df):
     """A transform whose output is not a function of its input (the clock, another table, an
-    environment variable, as here): with WAP_TEST_TWINS set, each row and a twin with the next id
-    and the amount negated."""
+    environment variable, as here): with WAP_TEST_INSERTS set, a row deleting a key becomes one
+    inserting the next key."""
     from pyspark.sql import functions as F
-    if not os.environ.get("WAP_TEST_TWINS"):
+    if not os.environ.get("WAP_TEST_INSERTS"):
         return df
-    changed = {"id": F.col("id") + 1, "amount": -F.col("amount")}
-    return df.unionByName(df.select(*[changed[f.name].cast(f.dataType).alias(f.name) if f.name in changed
-                                      else F.col(f.name) for f in df.schema.fields]))
+    delete = F.col("op") == "D"
+    return df.select(*[F.when(delete, F.col("id") + 1).otherwise(F.col("id")).cast(f.dataType).alias("id")
+                       if f.name == "id" else F.when(delete, F.lit("U")).otherwise(F.col("op")).alias("op")
+                       if f.name == "op" else F.col(f.name) for f in df.schema.fields])
 
 
-def test_a_rerun_that_keeps_a_row_the_taken_up_snapshot_did_not_stages_it(wap, spark, monkeypatch):
-    """The crashed run's batch kept no row (its one row was quarantined); by the rerun the
-    transform keeps a second, quarantining the same one. Consuming the batch whole with that
-    snapshot would lose the row: it stages afresh and publishes it."""
+def test_a_rerun_whose_kept_rows_differ_from_the_taken_up_snapshots_stages_them(wap, spark, monkeypatch):
+    """The crashed run kept one row that changes nothing (a delete of a key main lacks) and
+    quarantined the other; by the rerun the transform makes it an insert of another key, the same
+    counts. Consuming the batch whole with the snapshot that changes nothing would lose the
+    insert: a rerun that keeps rows stages them afresh and publishes them."""
     assert wap.run(ROWS, checks=[])[0] == 0
-    path = wap.csv([{"id": 8, "amount": -8.0, "op": "U"}])
-    monkeypatch.setattr(wap_etl, "transform", with_twins_when_asked)
+    path = wap.csv([{"id": 8, "amount": -8.0, "op": "U"}, {"id": 9, "amount": 9.0, "op": "D"}])
+    monkeypatch.setattr(wap_etl, "transform", deletes_made_inserts_when_asked)
     monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
     code, crashed = wap.run(path, checks=DROP_NEGATIVE, **CDC)
     assert code == 1 and crashed.rows_dropped == 1 and crashed.staged_snapshot is not None
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
-    monkeypatch.setenv("WAP_TEST_TWINS", "1")
+    monkeypatch.setenv("WAP_TEST_INSERTS", "1")
     code, report = wap.run(path, checks=DROP_NEGATIVE, **CDC)
     assert code == 0 and report.status == "published", report.error
-    assert wap.ids() == [1, 2, 3, 4, 5, 9] and quarantined(spark, wap) == [(8, report.run_id)]
+    assert wap.ids() == [1, 2, 3, 4, 5, 10] and quarantined(spark, wap) == [(8, report.run_id)]
 
 
 def test_a_merge_that_kept_no_rows_is_consumed_whole_at_once_though_main_moved(wap, spark, monkeypatch):
