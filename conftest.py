@@ -93,10 +93,12 @@ def write_class_archive(archive, timeout=600):
         ok = not alive and job.returncode == 0 and os.path.exists(dump)
         if ok:
             os.replace(dump, archive)
+            # other class paths' archives (older venvs'), ~160 MB each, go once a day old (a JVM
+            # that maps one keeps its pages)
             for old in glob.glob(os.path.join(os.path.dirname(archive), "wap_etl_tests_*.jsa*")):
-                try:  # other class paths' (older venvs'), ~160 MB each, once a day old; a JVM
-                    if old != archive and os.path.getmtime(old) < time.time() - 86400:  # that maps
-                        os.remove(old)  # one keeps its pages
+                try:
+                    if old != archive and os.path.getmtime(old) < time.time() - 86400:
+                        os.remove(old)
                 except OSError:
                     pass
         else:
