@@ -98,7 +98,6 @@ PUBLISH_PROPERTY = "wap.last_publish"
 WHOLE_QUARANTINE_PROPERTY = "wap.last_quarantine"
 QUARANTINE_PROPERTY = "wap.quarantine_run_id"  # the run whose quarantined rows go with the snapshot
 QUARANTINED_PROPERTY = "wap.quarantined_rows"  # how many rows of the quarantine go with it
-KEPT_PROPERTY = "wap.kept_rows"  # how many rows of the batch its drop checks kept
 SOURCE_SNAPSHOT_PROPERTY = "source-snapshot-id"  # Iceberg's own: what a rebased snapshot re-commits
 SOURCE_FORMATS = ("csv", "json", "parquet")
 MODES = ("append", "overwrite_partitions", "merge")
@@ -857,18 +856,15 @@ class Check:
     @property
     def reads_state(self):
         """Its verdict depends on more than the staged rows: on main, another table or the ledger
-        (its kind's reads, or a dynamic condition's history)."""
-        if self.check == "composite":
-            return any(r.reads_state for r in self.rules)
-        return KINDS[self.check].reads is not None or self.reads_metrics
+        (its kind's reads, or a dynamic condition's history), or a composite's rule does."""
+        return any(KINDS[c.check].reads is not None or c.reads_metrics for c in leaf_checks([self]))
 
     @property
     def reads_metrics(self):
         """Its verdict compares the batch with metrics the ledger recorded for earlier publishes:
-        an anomaly, or a dynamic condition (`> avg(last(10))`)."""
-        if self.check == "composite":
-            return any(r.reads_metrics for r in self.rules)
-        return self.check == "anomaly" or (self.condition is not None and self.condition.dynamic)
+        an anomaly, or a dynamic condition (`> avg(last(10))`), or a composite's rule does."""
+        return any(c.check == "anomaly" or (c.condition is not None and c.condition.dynamic)
+                   for c in leaf_checks([self]))
 
     @property
     def measures(self):
@@ -3824,7 +3820,7 @@ class Batch:
     columns: list = field(default_factory=list)  # the columns the batch carries (merge updates these)
     quarantine_run: str = None  # the run whose quarantined rows go with the staged snapshot
     quarantined: int = None  # how many: a run taking the snapshot up finds them all, or stages afresh
-    kept: int = None  # how many rows the drop checks kept (a merge of none changes nothing on any main)
+    kept: int = None  # how many rows this run's drop checks kept (set with its own quarantine)
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
     explicit_id: bool = False  # --batch_id named the batch (else it is the input's fingerprint)
 
@@ -3847,8 +3843,6 @@ class Batch:
             properties[QUARANTINE_PROPERTY] = self.quarantine_run
         if self.quarantined is not None:
             properties[QUARANTINED_PROPERTY] = str(self.quarantined)
-        if self.kept is not None:
-            properties[KEPT_PROPERTY] = str(self.kept)
         return properties
 
 
@@ -6906,8 +6900,8 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
         raise WapError(f"publish: {e}; the audited batch is kept on branch {batch.branch}") from None
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
-    if changes_nothing(staged) and (main == staged["parent_id"] or p.mode != "merge"
-                                    or staged["summary"].get(KEPT_PROPERTY) == "0"):
+    kept_none = batch.quarantine_run == batch.run_id and batch.kept == 0  # this run's own stage
+    if changes_nothing(staged) and (main == staged["parent_id"] or p.mode != "merge" or kept_none):
         # (a merge's kept deletes may find the rows they delete on a moved main: it stages again,
         # unless it kept no rows, which change nothing on any main)
         return Decision(Move.QUARANTINE, main, metadata, operations)
