@@ -7235,13 +7235,16 @@ class RunReport:
     glue_dq: dict = None  # the checks' outcomes as Glue Data Quality reports them (GlueResult)
 
 
-def run_metrics(report):
-    """The statistics the ledger keeps: the row count, and every stat and anomaly check's value."""
-    metrics = {"row_count": float(report.rows_written or 0)}
+def nested_results(results):
+    """Results with every composite's rules' results, at any depth."""
+    return [x for r in results for x in [r] + nested_results(r.get("rules") or [])]
 
-    def every(results):  # a composite's rules too
-        return [x for r in results for x in [r] + every(r.get("rules") or [])]
-    metrics.update({r["metric"]: float(r["observed"]) for r in every(report.checks)
+
+def run_metrics(report):
+    """The statistics the ledger keeps: the row count, and every stat and anomaly check's value
+    (a composite's rules' too)."""
+    metrics = {"row_count": float(report.rows_written or 0)}
+    metrics.update({r["metric"]: float(r["observed"]) for r in nested_results(report.checks)
                     if r.get("metric") and is_number(r.get("observed"))})
     return metrics
 
@@ -8863,18 +8866,23 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
 
 def recheck_state(spark, t, checks, report, batch, staged, ledger):
     """After a rebase the rows are the audited ones, but main around them (and what else a check
-    reads: another table, the ledger) changed: re-run every check that reads more than the rows,
-    on the same batch (its source files, for a file rule in a dynamic or composite rule)."""
+    reads: another table, the ledger) changed: re-run every rule that reads more than the rows, on
+    the same batch (its source files, for a dynamic file rule). A composite's other rules keep
+    their verdicts: their rows and files are the audited ones, and a source file replaced since
+    could not be read again as the batch read it."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
-        results, _ = audit(spark, t, recheck, read_staged(spark, t, staged["snapshot_id"],
-                                                          staged["parent_id"], summary=staged["summary"]),
-                           staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
-                           staged_id=staged["snapshot_id"], input_files=batch.input_pins)
-        by_name = {r["name"]: r for r in results}
+        results, total = audit(spark, t, [c for c in leaf_checks(recheck) if c.reads_state],
+                               read_staged(spark, t, staged["snapshot_id"], staged["parent_id"],
+                                           summary=staged["summary"]),
+                               staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
+                               staged_id=staged["snapshot_id"], input_files=batch.input_pins)
+        rules = {r["name"]: r for r in nested_results(verdicts) + results}  # the rechecked last
+        by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]
+        report.metrics = run_metrics(report)
 
 
 def failed_unless_published(spark, t, p, report, batch, history, ledger, staged):

@@ -115,6 +115,32 @@ def test_a_file_rule_with_a_dynamic_value_is_audited_again_after_a_rebase_on_the
     assert report.checks[0]["observed"] == 1.0 and report.checks[0]["history"] == 3
 
 
+def test_a_composite_rebased_after_its_source_file_was_replaced_keeps_its_file_rules_verdict(wap, monkeypatch):
+    """The file rule judged the files as the batch read them; the dynamic rule beside it is
+    audited again after the rebase, the file rule keeps its verdict (the file is no longer as the
+    batch read it, so it could only fail to be read again)."""
+    rules = "Rules = [ (FileSize < 1 MB) AND (RowCount > avg(last(3)) * 0.5) ]"
+    for i in range(3):
+        assert wap.run(folder(wap, rows(2, 10 * i), rows(2, 10 * i + 5), name=f"day{i}"), checks=rules)[0] == 0
+    source = folder(wap, rows(2, 900), rows(2, 905), name="day9")
+
+    def another_day_published_then_a_file_replaced(step):
+        if step == "audit":
+            other = wap.cli(folder(wap, rows(2, 500), rows(2, 505), name="day5"), checks=rules)
+            out, _ = other.communicate(timeout=400)
+            assert other.returncode == 0, out[-2000:]
+        if step == "decided":  # after the run checked its input was unchanged, before the rebase
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            write_csv(os.path.join(source, "part0.csv"), rows(3, 950))
+    monkeypatch.setattr(wap_etl, "fault_point", another_day_published_then_a_file_replaced)
+    code, report = wap.run(source, checks=rules)
+    assert report.rebases == 1, "main moved: the audited rows were rebased"
+    assert code == 0 and report.status == "published", report.checks
+    size, count = report.checks[0]["rules"]
+    assert size["passed"] and size["observed"] == 1.0 and count["history"] == 3
+    assert sorted(i for i in wap.ids() if i >= 900) == [900, 901, 905, 906]
+
+
 @pytest.mark.parametrize("rules, metrics", [
     ('Rules = [ RowCount > 0, Completeness "carrier" > 0.5 ]', False),
     ('Rules = [ RowCount > avg(last(3)) * 0.5 ]', True),
