@@ -860,6 +860,12 @@ class Check:
         return any(KINDS[c.check].reads is not None or c.reads_metrics for c in leaf_checks([self]))
 
     @property
+    def reads_history(self):
+        """Its verdict compares the batch with earlier publishes the run ledger records (`volume`,
+        or metrics: reads_metrics), or a composite's rule does."""
+        return any(KINDS[c.check].reads == LEDGER_READS or c.reads_metrics for c in leaf_checks([self]))
+
+    @property
     def reads_metrics(self):
         """Its verdict compares the batch with metrics the ledger recorded for earlier publishes:
         an anomaly, or a dynamic condition (`> avg(last(10))`), or a composite's rule does."""
@@ -6755,6 +6761,9 @@ def no_metric(c):
     return {}
 
 
+LEDGER_READS = "the run ledger"  # a Kind's `reads` when it compares with earlier publishes
+
+
 @dataclass(frozen=True)
 class Kind:
     """A kind of check, whole: `params` (required, optional) beside the common ones, and `parse`
@@ -6807,7 +6816,7 @@ KINDS = {
     "freshness": Kind(({"column", "max_age_hours"}, set()), parse_freshness, audit_freshness, newest_value,
                       validate=valid_freshness),
     "volume": Kind((set(), {"min_ratio", "max_ratio", "lookback"}), parse_volume, audit_volume,
-                   decided_by="metadata", reads="the run ledger", where=False),
+                   decided_by="metadata", reads=LEDGER_READS, where=False),
     "stat": Kind(({"stat"}, BOUNDS | {"column", "columns", "q", "condition"}), parse_stat, audit_stat, statistic,
                  validate=valid_stat),
     "relationship": Kind(({"to_table"}, {"column", "columns", "to_column", "to_columns"}), parse_relationship,
@@ -6815,7 +6824,7 @@ KINDS = {
     "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
                 where=False),
     "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations", "query"}), parse_anomaly, audit_anomaly,
-                    statistic, reads="the run ledger", validate=valid_stat),
+                    statistic, reads=LEDGER_READS, validate=valid_stat),
     "row_count_match": Kind(({"reference"}, MEASURE), parse_reference, audit_row_count_match,
                             decided_by="scan", reads="another table", where=False, validate=valid_reference),
     "schema_match": Kind(({"reference"}, MEASURE), parse_reference, audit_schema_match,
@@ -8682,12 +8691,13 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                         # a taken-up snapshot's rows are its run's, which may still discard them once
                         # this run's branch is gone (or, killed, never tidy them): this run consumes
                         # the batch with its own, the same rows by the same checks, and removes those
-                        expected = batch.quarantined
+                        expected, audited = batch.quarantined, dropped_counts
                         dropped_counts = quarantine_own()
-                        if report.rows_dropped != expected or batch.kept:
-                            # its own drop checks disagree with that snapshot's (a check on the clock,
-                            # a transform that is not deterministic), or it keeps rows, which may
-                            # change what that snapshot's did not: it stages what it keeps
+                        if report.rows_dropped != expected or dropped_counts != audited or batch.kept:
+                            # its own drop checks disagree with that snapshot's, which the verdicts
+                            # judged (a check on the clock, a transform that is not deterministic),
+                            # or it keeps rows, which may change what that snapshot's did not: it
+                            # stages what it keeps, and its drops are judged
                             log.info("this run's drop checks drop %d rows and keep %d, the taken-up "
                                      "snapshot's drop %s and change nothing: staging afresh",
                                      report.rows_dropped, batch.kept, expected)
@@ -8840,8 +8850,8 @@ def refuse_changed_table(t, table, p):
 
 def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger):
     """Every check against exactly the snapshot that will be published."""
-    if report.checks:  # a restage: main moved, so may have the history the ledger checks read
-        ledger.forget()
+    if report.checks or history_behind(spark, t, checks, staged, ledger):
+        ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
     report.checks = []  # an earlier attempt's verdicts never stand for this snapshot
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
@@ -8864,22 +8874,52 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
             report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
 
 
+def measured_alone(c, result):
+    """True if a rule's value is the batch's own (its rows', its files') and only its dynamic
+    condition reads state: the value it was audited with holds after a rebase."""
+    return (KINDS[c.check].reads is None and c.reads_metrics and "metric" in result
+            and is_number(result.get("observed")))
+
+
+def rejudged(c, result, ledger):
+    """A rule's result with its dynamic condition evaluated again, over the history as it is now."""
+    checked, history = with_history(c, ledger)
+    detail = outside_bounds(checked, result["observed"])
+    return dict(result, passed=detail is None or c.action == RECORD, detail=detail, history=history,
+                expected=None if checked.condition is None else str(checked.condition))
+
+
+def history_behind(spark, t, checks, staged, ledger):
+    """True if a check compares with earlier publishes and the batch was staged on a publish whose
+    run the ledger's rows, read as this run began, lack: another run published and recorded it
+    meanwhile. One snapshot's summary, in the driver; the rows are read again only then."""
+    if staged["parent_id"] is None or not any(c.reads_history for c in checks):
+        return False
+    run = snapshot_info(spark, t, staged["parent_id"])["summary"].get(RUN_PROPERTY)
+    return bool(run) and run not in {m.run_id for m in ledger.published()}
+
+
 def recheck_state(spark, t, checks, report, batch, staged, ledger):
     """After a rebase the rows are the audited ones, but main around them (and what else a check
-    reads: another table, the ledger) changed: re-run every rule that reads more than the rows, on
-    the same batch (its source files, for a dynamic file rule). A composite's other rules keep
-    their verdicts: their rows and files are the audited ones, and a source file replaced since
-    could not be read again as the batch read it."""
+    reads: another table, the ledger's history) changed: every rule that reads more than the rows
+    is judged again. One that measures the batch alone under a dynamic condition keeps its value
+    (rejudged); the others that read state run again, on the same batch. A composite's other rules
+    keep their verdicts: their rows and files are the audited ones (a source file replaced since
+    could not be read again as the batch read it)."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
-        results, total = audit(spark, t, [c for c in leaf_checks(recheck) if c.reads_state],
-                               read_staged(spark, t, staged["snapshot_id"], staged["parent_id"],
-                                           summary=staged["summary"]),
+        earlier = {r["name"]: r for r in nested_results(verdicts)}
+        stale = [c for c in leaf_checks(recheck) if c.reads_state]
+        kept = {c.name: rejudged(c, earlier[c.name], ledger) for c in stale if measured_alone(c, earlier[c.name])}
+        stale = [c for c in stale if c.name not in kept]
+        results, total = audit(spark, t, stale, read_staged(spark, t, staged["snapshot_id"], staged["parent_id"],
+                                                            summary=staged["summary"]),
                                staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
-                               staged_id=staged["snapshot_id"], input_files=batch.input_pins)
-        rules = {r["name"]: r for r in nested_results(verdicts) + results}  # the rechecked last
+                               staged_id=staged["snapshot_id"], input_files=batch.input_pins) \
+            if stale else ([], report.rows_written)
+        rules = {**earlier, **kept, **{r["name"]: r for r in results}}
         by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]
         report.metrics = run_metrics(report)

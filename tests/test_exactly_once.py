@@ -357,17 +357,35 @@ def test_a_rerun_whose_drop_checks_keep_rows_a_taken_up_snapshot_dropped_stages_
     """The crashed run dropped every row; by its rerun they pass (a drop check on the clock, or
     here a transform that is not a function of its input). Ending `quarantined` with that
     snapshot would leave them on neither main nor the quarantine."""
+    code, rerun = crashed_then_rerun_negated(wap, monkeypatch, DROP_NEGATIVE)
+    assert code == 0 and rerun.status == "published" and rerun.rows_dropped == 0, rerun.error
+    assert wap.ids() == [0, 7, 8] and quarantined(spark, wap) == []
+
+
+def test_a_rerun_whose_drop_checks_split_a_taken_up_snapshots_drops_otherwise_judges_its_own(wap, spark, monkeypatch):
+    """The crashed run dropped both rows by one check; its rerun drops the same two by another,
+    which allows one: consuming the batch with the snapshot's verdicts would pass a check that
+    fails. It stages afresh, and its audit fails."""
+    checks = [dict(DROP_NEGATIVE[0]), {"check": "between", "column": "amount", "max": 0, "action": "drop",
+                                       "name": "not_positive", "max_failing_rows": 1}]
+    code, rerun = crashed_then_rerun_negated(wap, monkeypatch, checks)
+    assert code == 3 and rerun.status == "audit_failed", (rerun.status, rerun.checks)
+    assert [r["name"] for r in rerun.checks if not r["passed"]] == ["not_positive"]
+    assert wap.ids() == [0]
+
+
+def crashed_then_rerun_negated(wap, monkeypatch, checks):
+    """A run of two negative amounts crashed after its audit, every row dropped, then its rerun
+    with the amounts negated by the transform: the rerun's (exit code, report)."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
     path = wap.csv(ALL_NEGATIVE)
     monkeypatch.setattr(wap_etl, "transform", amounts_negated_when_asked)
     monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
-    code, crashed = wap.run(path, checks=DROP_NEGATIVE)
+    code, crashed = wap.run(path, checks=checks)
     assert code == 1 and crashed.rows_dropped == 2 and crashed.staged_snapshot is not None
     monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
     monkeypatch.setenv("WAP_TEST_NEGATE", "1")
-    code, rerun = wap.run(path, checks=DROP_NEGATIVE)
-    assert code == 0 and rerun.status == "published" and rerun.rows_dropped == 0, rerun.error
-    assert wap.ids() == [0, 7, 8] and quarantined(spark, wap) == []
+    return wap.run(path, checks=checks)
 
 
 def amounts_negated_when_asked(df):
