@@ -8892,11 +8892,15 @@ def rejudged(c, result, ledger):
 def history_behind(spark, t, checks, staged, ledger):
     """True if a check compares with earlier publishes and the batch was staged on a publish whose
     run the ledger's rows, read as this run began, lack: another run published and recorded it
-    meanwhile. One snapshot's summary, in the driver; the rows are read again only then."""
+    meanwhile. Nothing to look up when the rows name that snapshot (a daily run's case), else one
+    snapshot's summary, in the driver; the rows are read again only then."""
     if staged["parent_id"] is None or not any(c.reads_history for c in checks):
         return False
+    published = ledger.published()
+    if staged["parent_id"] in {m.snapshot_id for m in published}:
+        return False
     run = snapshot_info(spark, t, staged["parent_id"])["summary"].get(RUN_PROPERTY)
-    return bool(run) and run not in {m.run_id for m in ledger.published()}
+    return bool(run) and run not in {m.run_id for m in published}
 
 
 def recheck_state(spark, t, checks, report, batch, staged, ledger):
