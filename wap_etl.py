@@ -8574,6 +8574,8 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             ledger.identify(report.table_uuid)
             report.main_snapshot_before = main = ref_id(table, "main")
         staged = resume(spark, p, t, batch, table, main)
+        if staged is not None:
+            staged["last_publish"] = last_publish(table)
         dropped_counts = {}
 
         def quarantine_own():
@@ -8691,9 +8693,9 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                         # a taken-up snapshot's rows are its run's, which may still discard them once
                         # this run's branch is gone (or, killed, never tidy them): this run consumes
                         # the batch with its own, the same rows by the same checks, and removes those
-                        expected, audited = batch.quarantined, dropped_counts
+                        expected, its_drops = batch.quarantined, dropped_counts
                         dropped_counts = quarantine_own()
-                        if report.rows_dropped != expected or dropped_counts != audited or batch.kept:
+                        if report.rows_dropped != expected or dropped_counts != its_drops or batch.kept:
                             # its own drop checks disagree with that snapshot's, which the verdicts
                             # judged (a check on the clock, a transform that is not deterministic),
                             # or it keeps rows, which may change what that snapshot's did not: it
@@ -8828,6 +8830,7 @@ def stage(spark, p, t, checks, report, batch, df):
             raise
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
+        staged["last_publish"] = last_publish(table)  # of main as it was staged on (history_behind)
         if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
             set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
     return staged, observed_metrics(staged["summary"], observation)
@@ -8850,7 +8853,7 @@ def refuse_changed_table(t, table, p):
 
 def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger):
     """Every check against exactly the snapshot that will be published."""
-    if report.checks or history_behind(spark, t, checks, staged, ledger):
+    if report.checks or history_behind(checks, staged, ledger):
         ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
     report.checks = []  # an earlier attempt's verdicts never stand for this snapshot
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
@@ -8875,10 +8878,10 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
 
 
 def measured_alone(c, result):
-    """True if a rule's value is the batch's own (its rows', its files') and only its dynamic
-    condition reads state: the value it was audited with holds after a rebase."""
-    return (KINDS[c.check].reads is None and c.reads_metrics and "metric" in result
-            and is_number(result.get("observed")))
+    """True if a rule's value is the batch's own, a statistic of its rows' values or a fact of its
+    source files, and only its dynamic condition reads state: that value holds after a rebase."""
+    own = c.check == "file_uniqueness" or c.check == "stat" and stat_of(c).columns != 0
+    return own and c.reads_metrics and is_number(result.get("observed"))
 
 
 def rejudged(c, result, ledger):
@@ -8889,18 +8892,14 @@ def rejudged(c, result, ledger):
                 expected=None if checked.condition is None else str(checked.condition))
 
 
-def history_behind(spark, t, checks, staged, ledger):
-    """True if a check compares with earlier publishes and the batch was staged on a publish whose
-    run the ledger's rows, read as this run began, lack: another run published and recorded it
-    meanwhile. Nothing to look up when the rows name that snapshot (a daily run's case), else one
-    snapshot's summary, in the driver; the rows are read again only then."""
-    if staged["parent_id"] is None or not any(c.reads_history for c in checks):
-        return False
-    published = ledger.published()
-    if staged["parent_id"] in {m.snapshot_id for m in published}:
-        return False
-    run = snapshot_info(spark, t, staged["parent_id"])["summary"].get(RUN_PROPERTY)
-    return bool(run) and run not in {m.run_id for m in published}
+def history_behind(checks, staged, ledger):
+    """True if a check compares with earlier publishes and the table's last publish, as the batch
+    was staged, is a run the ledger's rows (read as this run began) lack: another run published
+    and recorded it meanwhile. Read off the table property the stage loaded (it outlives the
+    maintenance commits main may have had since), so no look-up; the rows are read again only then."""
+    last = staged.get("last_publish")
+    return (last is not None and any(c.reads_history for c in checks)
+            and last.run_id not in {m.run_id for m in ledger.published()})
 
 
 def recheck_state(spark, t, checks, report, batch, staged, ledger):

@@ -376,16 +376,20 @@ def test_a_rerun_whose_drop_checks_split_a_taken_up_snapshots_drops_otherwise_ju
 
 def crashed_then_rerun_negated(wap, monkeypatch, checks):
     """A run of two negative amounts crashed after its audit, every row dropped, then its rerun
-    with the amounts negated by the transform: the rerun's (exit code, report)."""
+    with the amounts negated by the transform, which takes up that run's snapshot: the rerun's
+    (exit code, report)."""
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
     path = wap.csv(ALL_NEGATIVE)
     monkeypatch.setattr(wap_etl, "transform", amounts_negated_when_asked)
     monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
     code, crashed = wap.run(path, checks=checks)
     assert code == 1 and crashed.rows_dropped == 2 and crashed.staged_snapshot is not None
-    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    steps = []
+    monkeypatch.setattr(wap_etl, "fault_point", steps.append)
     monkeypatch.setenv("WAP_TEST_NEGATE", "1")
-    return wap.run(path, checks=checks)
+    code, rerun = wap.run(path, checks=checks)
+    assert "resumed" in steps, "the rerun took up the crashed run's snapshot"
+    return code, rerun
 
 
 def amounts_negated_when_asked(df):
