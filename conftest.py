@@ -169,6 +169,14 @@ def records_read(spark, action, group="measured"):
     return result, read
 
 
+def wait_paused(gate, step, proc, timeout=300):
+    """Wait until the run's process is held at `step`."""
+    deadline = time.time() + timeout
+    while not any(n.endswith("." + step) and not n.startswith("go") for n in os.listdir(gate)):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+
+
 def write_csv(path, rows, columns=None):
     """Write dict rows as a CSV file with a header; None becomes an empty field."""
     columns = columns or list(rows[0].keys())

@@ -7165,7 +7165,9 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
     with commit_conflicts():
         append.commit()
         txn.commitTransaction()
-    return guard(spark, t, batch, since_ms)
+    staged = guard(spark, t, batch, since_ms)
+    staged["last_publish"] = last_publish(table)  # of main as it was rebased on (await_history)
+    return staged
 
 
 def blocks(result):
@@ -8855,6 +8857,7 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
     """Every check against exactly the snapshot that will be published."""
     if report.checks or history_behind(checks, staged, ledger):
         ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
+        await_history(checks, staged, ledger)
     report.checks = []  # an earlier attempt's verdicts never stand for this snapshot
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
@@ -8875,6 +8878,28 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
         else:
             report.rows_inserted = int(staged["summary"].get("added-records", 0))
             report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
+
+
+HISTORY_WAIT_SECONDS = 10  # how long history checks wait for the ledger row of a publish main holds
+
+
+def await_history(checks, staged, ledger):
+    """The ledger's rows hold the table's last publish (as the batch was staged or rebased) once
+    its run records it, just after its commit: a history check waits for that row (re-reading the
+    ledger each second, for at most HISTORY_WAIT_SECONDS) rather than compare without it. A run
+    that died before its row is waited for only until the next publish records it."""
+    last = staged.get("last_publish")
+    if last is None or not any(c.reads_history for c in checks):
+        return
+    deadline = time.monotonic() + HISTORY_WAIT_SECONDS
+    while last.run_id not in {m.run_id for m in ledger.published()}:
+        if time.monotonic() >= deadline:
+            log.warning("run %s published snapshot %s but has not recorded it in the run ledger: the "
+                        "checks that compare with earlier publishes do so without it", last.run_id,
+                        last.snapshot_id)
+            return
+        time.sleep(1)
+        ledger.forget()
 
 
 def measured_alone(c, result):
@@ -8911,6 +8936,7 @@ def recheck_state(spark, t, checks, report, batch, staged, ledger):
     could not be read again as the batch read it)."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     ledger.forget()  # the history checks read the ledger as it is now
+    await_history(recheck, staged, ledger)
     if recheck:
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         earlier = {r["name"]: r for r in nested_results(verdicts)}

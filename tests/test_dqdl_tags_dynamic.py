@@ -8,7 +8,7 @@ import time
 import pytest
 
 import wap_etl
-from conftest import write_csv
+from conftest import wait_paused, write_csv
 
 DAY = 86400
 
@@ -124,6 +124,54 @@ def test_a_file_rule_with_a_dynamic_value_is_audited_again_after_a_rebase_on_the
     assert report.rebases == 1, "main moved: the audited rows were rebased"
     assert code == 0 and report.status == "published", report.checks
     assert report.checks[0]["observed"] == 1.0 and report.checks[0]["history"] == 3
+
+
+def test_a_dynamic_rule_waits_for_the_ledger_row_of_a_publish_main_already_holds(wap, monkeypatch, tmp_path):
+    """Another run has published 100 rows, and not yet recorded them, when this run stages on its
+    publish: the check waits for that run's ledger row rather than compare without it, and the 6
+    rows fail."""
+    rules = "Rules = [ RowCount > avg(last(3)) * 0.5 ]"
+    for i in range(3):
+        assert wap.run(rows(10, 100 * i), checks=rules)[0] == 0
+    gate, other = tmp_path / "gate", []
+    gate.mkdir()
+
+    def published_not_yet_recorded(step):
+        if step == "stage":
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            other.append(wap.cli(rows(100, 1000), checks=rules,
+                                 env={"WAP_PAUSE_AT": "publish", "WAP_PAUSE_DIR": str(gate)}))
+            wait_paused(gate, "publish", other[0])  # its commit to main made, its ledger row not yet
+    real_wait = wap_etl.await_history
+
+    def recorded_once_this_run_waits(*args):
+        (gate / "go").touch()
+        return real_wait(*args)
+    monkeypatch.setattr(wap_etl, "fault_point", published_not_yet_recorded)
+    monkeypatch.setattr(wap_etl, "await_history", recorded_once_this_run_waits)
+    code, report = wap.run(rows(6, 900), checks=rules)
+    assert other[0].wait(timeout=400) == 0
+    assert code == 3 and report.status == "audit_failed", report.checks
+    assert report.checks[0]["expected"] == "> 20" and report.checks[0]["history"] == 3
+
+
+def test_a_dynamic_rule_waits_only_so_long_for_a_run_that_died_before_its_ledger_row(wap, monkeypatch, caplog):
+    """The publisher was killed between its commit and its ledger row: the next run waits its
+    limit, says so, and compares without it; its publish records that run, so the run after it
+    does not wait."""
+    rules = "Rules = [ RowCount > avg(last(3)) * 0.5 ]"
+    for i in range(3):
+        assert wap.run(rows(10, 100 * i), checks=rules)[0] == 0
+    killed = wap.cli(rows(100, 1000), checks=rules, env={"WAP_FAULT_AFTER": "publish"})
+    out, _ = killed.communicate(timeout=400)
+    assert killed.returncode == 137 and 1000 in wap.ids(), out[-2000:]
+    monkeypatch.setattr(wap_etl, "HISTORY_WAIT_SECONDS", 2)
+    code, report = wap.run(rows(6, 900), checks=rules)
+    assert code == 0 and report.status == "published", report.checks
+    assert "has not recorded it in the run ledger" in caplog.text
+    caplog.clear()
+    assert wap.run(rows(30, 2000), checks=rules)[0] == 0
+    assert "has not recorded it in the run ledger" not in caplog.text
 
 
 @pytest.mark.parametrize("rules", [

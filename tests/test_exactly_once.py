@@ -11,7 +11,7 @@ import time
 import pytest
 
 import wap_etl
-from conftest import soak
+from conftest import soak, wait_paused
 
 ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
 UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
@@ -32,14 +32,6 @@ def release_when(gate, step, count, procs, timeout=300):
         assert time.time() < deadline, f"runs did not reach {step} in time"
         time.sleep(0.2)
     (gate / "go").touch()
-
-
-def wait_paused(gate, step, proc, timeout=300):
-    """Wait until the run's process is held at `step`."""
-    deadline = time.time() + timeout
-    while not any(n.endswith("." + step) and not n.startswith("go") for n in os.listdir(gate)):
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
 
 
 def quarantined(spark, wap):
