@@ -4495,6 +4495,23 @@ def last_publish(metadata):
     return property_mark(metadata, PUBLISH_PROPERTY)
 
 
+def newest_publish(table):
+    """(the table's last publish as a Mark, when main moved to it in ms by main's snapshot log, or
+    None once the log no longer says: main moved far past it, or it was rolled back), or None."""
+    mark = last_publish(table)
+    if mark is None:
+        return None
+    log_ = table.history()  # oldest first: the publish is among the newest entries if at all
+    for i in range(log_.size() - 1, max(-1, log_.size() - 1 - PUBLISH_LOG_LOOKBACK), -1):
+        entry = log_.get(i)
+        if entry.snapshotId() == mark.snapshot_id:
+            return mark, entry.timestampMillis()
+    return mark, None
+
+
+PUBLISH_LOG_LOOKBACK = 20  # main's snapshot-log entries newest_publish reads back
+
+
 def last_quarantine(metadata):
     """The table's last consumption of a batch every row of which was quarantined, as a Mark (no
     snapshot), or None."""
@@ -7150,6 +7167,7 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
     if (snapshot.removedDataFiles(io).iterator().hasNext()
             or snapshot.addedDeleteFiles(io).iterator().hasNext()):
         raise WapError("publish: the staged snapshot removes or deletes rows; only appends can be rebased")
+    newest = newest_publish(table)  # main's, as the batch is rebased on it (await_history)
     txn = table.newTransaction()
     txn.manageSnapshots().replaceBranch(batch.branch, new_main).commit()
     append = txn.newAppend().toBranch(batch.branch)  # groups files by partition spec
@@ -7166,7 +7184,7 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
         append.commit()
         txn.commitTransaction()
     staged = guard(spark, t, batch, since_ms)
-    staged["last_publish"] = last_publish(table)  # of main as it was rebased on (await_history)
+    staged["last_publish"] = newest
     return staged
 
 
@@ -8577,7 +8595,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             report.main_snapshot_before = main = ref_id(table, "main")
         staged = resume(spark, p, t, batch, table, main)
         if staged is not None:
-            staged["last_publish"] = last_publish(table)
+            staged["last_publish"] = newest_publish(table)
         dropped_counts = {}
 
         def quarantine_own():
@@ -8818,6 +8836,7 @@ def stage(spark, p, t, checks, report, batch, df):
             table = iceberg_table(spark, t)
         refuse_changed_table(t, table, p)
         main = ref_id(table, "main")
+        newest = newest_publish(table)  # main's, as this batch is staged on it (history_behind)
         retain = None
         if main is not None:  # on an empty table the write itself creates the branch
             retain = create_branch(spark, t, batch.branch, table.snapshot(main), p.branch_retention_days)
@@ -8832,7 +8851,7 @@ def stage(spark, p, t, checks, report, batch, df):
             raise
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
-        staged["last_publish"] = last_publish(table)  # of main as it was staged on (history_behind)
+        staged["last_publish"] = newest
         if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
             set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
     return staged, observed_metrics(staged["summary"], observation)
@@ -8855,12 +8874,12 @@ def refuse_changed_table(t, table, p):
 
 def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger):
     """Every check against exactly the snapshot that will be published."""
-    if report.checks or history_behind(checks, staged, ledger):
-        ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
-        await_history(checks, staged, ledger)
-    report.checks = []  # an earlier attempt's verdicts never stand for this snapshot
+    restaged, report.checks = bool(report.checks), []  # an earlier attempt's verdicts never stand
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
+        if restaged or history_behind(checks, staged, ledger):
+            ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
+            await_history(checks, staged, ledger)
         staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,
                                 batch_df, p, staged["summary"])
         whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
@@ -8880,20 +8899,21 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
             report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
 
 
-HISTORY_WAIT_SECONDS = 10  # how long history checks wait for the ledger row of a publish main holds
+HISTORY_WAIT_SECONDS = 10  # how long after a publish its run's ledger row is waited for
 
 
 def await_history(checks, staged, ledger):
     """The ledger's rows hold the table's last publish (as the batch was staged or rebased) once
-    its run records it, just after its commit: a history check waits for that row (re-reading the
-    ledger each second, for at most HISTORY_WAIT_SECONDS) rather than compare without it. A run
-    that died before its row is waited for only until the next publish records it."""
-    last = staged.get("last_publish")
-    if last is None or not any(c.reads_history for c in checks):
+    its run records it, just after its commit: a blocking history check waits for that row
+    (re-reading the ledger each second) until HISTORY_WAIT_SECONDS after that commit, rather than
+    compare without it. So a run that died before its row costs a wait only while it is fresh."""
+    last, published_ms = staged.get("last_publish") or (None, None)
+    if last is None or published_ms is None or not ledger.exists() or not any(
+            c.reads_history and c.action not in ("warn", RECORD) for c in checks):
         return
-    deadline = time.monotonic() + HISTORY_WAIT_SECONDS
+    deadline = min(time.time(), published_ms / 1000) + HISTORY_WAIT_SECONDS  # its clock may be ahead
     while last.run_id not in {m.run_id for m in ledger.published()}:
-        if time.monotonic() >= deadline:
+        if time.time() >= deadline:
             log.warning("run %s published snapshot %s but has not recorded it in the run ledger: the "
                         "checks that compare with earlier publishes do so without it", last.run_id,
                         last.snapshot_id)
@@ -8922,7 +8942,7 @@ def history_behind(checks, staged, ledger):
     was staged, is a run the ledger's rows (read as this run began) lack: another run published
     and recorded it meanwhile. Read off the table property the stage loaded (it outlives the
     maintenance commits main may have had since), so no look-up; the rows are read again only then."""
-    last = staged.get("last_publish")
+    last = (staged.get("last_publish") or (None,))[0]
     return (last is not None and any(c.reads_history for c in checks)
             and last.run_id not in {m.run_id for m in ledger.published()})
 
@@ -8936,8 +8956,8 @@ def recheck_state(spark, t, checks, report, batch, staged, ledger):
     could not be read again as the batch read it)."""
     recheck = [c for c in checks if c.reads_state and c.action != "drop"]
     ledger.forget()  # the history checks read the ledger as it is now
-    await_history(recheck, staged, ledger)
     if recheck:
+        await_history(recheck, staged, ledger)
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         earlier = {r["name"]: r for r in nested_results(verdicts)}
         stale = [c for c in leaf_checks(recheck) if c.reads_state]

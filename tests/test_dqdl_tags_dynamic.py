@@ -155,10 +155,10 @@ def test_a_dynamic_rule_waits_for_the_ledger_row_of_a_publish_main_already_holds
     assert report.checks[0]["expected"] == "> 20" and report.checks[0]["history"] == 3
 
 
-def test_a_dynamic_rule_waits_only_so_long_for_a_run_that_died_before_its_ledger_row(wap, monkeypatch, caplog):
-    """The publisher was killed between its commit and its ledger row: the next run waits its
-    limit, says so, and compares without it; its publish records that run, so the run after it
-    does not wait."""
+def test_a_dynamic_rule_waits_only_so_long_for_a_run_that_died_before_its_ledger_row(wap, spark, monkeypatch, caplog):
+    """The publisher was killed between its commit and its ledger row: the next run waits until
+    the limit after that commit, says so, and compares without it; later, such a publish is not
+    waited for at all; a publish records that run, and the run after it does not wait."""
     rules = "Rules = [ RowCount > avg(last(3)) * 0.5 ]"
     for i in range(3):
         assert wap.run(rows(10, 100 * i), checks=rules)[0] == 0
@@ -166,9 +166,25 @@ def test_a_dynamic_rule_waits_only_so_long_for_a_run_that_died_before_its_ledger
     out, _ = killed.communicate(timeout=400)
     assert killed.returncode == 137 and 1000 in wap.ids(), out[-2000:]
     monkeypatch.setattr(wap_etl, "HISTORY_WAIT_SECONDS", 2)
-    code, report = wap.run(rows(6, 900), checks=rules)
-    assert code == 0 and report.status == "published", report.checks
+    code, report = wap.run(rows(6, 900), checks=rules, publish="false")
+    assert code == 0 and report.status == "staged", report.checks
     assert "has not recorded it in the run ledger" in caplog.text
+
+    p = wap_etl.parse_params(wap.args(wap.csv(rows(1)), checks=rules))
+    checks = wap_etl.parse_checks(p.checks)
+    ledger = wap_etl.Ledger.of(spark, p, checks)
+    ledger.identify(report.table_uuid)
+    mark, published_ms = wap_etl.newest_publish(wap_etl.iceberg_table(spark, wap_etl.TableRef(*wap.sql.split("."))))
+    assert mark.run_id not in {m.run_id for m in ledger.published()}, "the killed run is still unrecorded"
+
+    def no_wait(seconds):
+        raise AssertionError("waited for a publish made an hour ago")
+    with monkeypatch.context() as m:
+        m.setattr(wap_etl.time, "sleep", no_wait)
+        wap_etl.await_history(checks, {"last_publish": (mark, published_ms - 3_600_000)}, ledger)
+
+    caplog.clear()
+    assert wap.run(rows(6, 900), checks=rules)[0] == 0  # its publish records the killed run's
     caplog.clear()
     assert wap.run(rows(30, 2000), checks=rules)[0] == 0
     assert "has not recorded it in the run ledger" not in caplog.text
