@@ -4496,8 +4496,9 @@ def last_publish(metadata):
 
 
 def newest_publish(table):
-    """(the table's last publish as a Mark, when main moved to it in ms by main's snapshot log, or
-    None once the log no longer says: main moved far past it, or it was rolled back), or None."""
+    """(the table's last publish as a Mark, when main last moved to it in ms by main's snapshot log
+    (a rollback to it counts as a move), or None once the log no longer says: main moved far past
+    it, or its snapshot expired), or None."""
     mark = last_publish(table)
     if mark is None:
         return None
@@ -8899,16 +8900,17 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
             report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
 
 
-HISTORY_WAIT_SECONDS = 10  # how long after a publish its run's ledger row is waited for
+HISTORY_WAIT_SECONDS = 30  # how long after a publish its run's ledger row is waited for
 
 
 def await_history(checks, staged, ledger):
     """The ledger's rows hold the table's last publish (as the batch was staged or rebased) once
     its run records it, just after its commit: a blocking history check waits for that row
     (re-reading the ledger each second) until HISTORY_WAIT_SECONDS after that commit, rather than
-    compare without it. So a run that died before its row costs a wait only while it is fresh."""
+    compare without it. So a run that died before its row costs a wait only while it is fresh. A
+    first publish creates the ledger with its row: until then the rows read are none."""
     last, published_ms = staged.get("last_publish") or (None, None)
-    if last is None or published_ms is None or not ledger.exists() or not any(
+    if last is None or published_ms is None or not any(
             c.reads_history and c.action not in ("warn", RECORD) for c in checks):
         return
     deadline = min(time.time(), published_ms / 1000) + HISTORY_WAIT_SECONDS  # its clock may be ahead
