@@ -8909,12 +8909,13 @@ def await_history(checks, staged, ledger):
     (re-reading the ledger each second) until HISTORY_WAIT_SECONDS after that commit, rather than
     compare without it. So a run that died before its row costs a wait only while it is fresh. A
     first publish creates the ledger with its row: until then the rows read are none."""
-    last, published_ms = staged.get("last_publish") or (None, None)
-    if last is None or published_ms is None or not any(
-            c.reads_history and c.action not in ("warn", RECORD) for c in checks):
+    if not any(c.reads_history and c.action not in ("warn", RECORD) for c in checks):
+        return
+    last, published_ms = unrecorded_publish(staged, ledger) or (None, None)
+    if published_ms is None:
         return
     deadline = min(time.time(), published_ms / 1000) + HISTORY_WAIT_SECONDS  # its clock may be ahead
-    while last.run_id not in {m.run_id for m in ledger.published()}:
+    while unrecorded_publish(staged, ledger) is not None:
         if time.time() >= deadline:
             log.warning("run %s published snapshot %s but has not recorded it in the run ledger: the "
                         "checks that compare with earlier publishes do so without it", last.run_id,
@@ -8940,13 +8941,18 @@ def rejudged(c, result, ledger):
 
 
 def history_behind(checks, staged, ledger):
-    """True if a check compares with earlier publishes and the table's last publish, as the batch
-    was staged, is a run the ledger's rows (read as this run began) lack: another run published
-    and recorded it meanwhile. Read off the table property the stage loaded (it outlives the
-    maintenance commits main may have had since), so no look-up; the rows are read again only then."""
-    last = (staged.get("last_publish") or (None,))[0]
-    return (last is not None and any(c.reads_history for c in checks)
-            and last.run_id not in {m.run_id for m in ledger.published()})
+    """True if a check compares with earlier publishes and the ledger's rows (read as this run
+    began) lack the table's last publish as the batch was staged: another run published and
+    recorded it meanwhile. So the rows are read again only then."""
+    return any(c.reads_history for c in checks) and unrecorded_publish(staged, ledger) is not None
+
+
+def unrecorded_publish(staged, ledger):
+    """The table's last publish as the batch was staged or rebased on it, (its Mark, when main
+    moved to it), if the ledger's rows lack its run; else None. Read off the table property the
+    stage loaded (it outlives the maintenance commits main may have had since): no look-up."""
+    last = staged.get("last_publish")
+    return None if last is None or last[0].run_id in {m.run_id for m in ledger.published()} else last
 
 
 def recheck_state(spark, t, checks, report, batch, staged, ledger):
@@ -8965,11 +8971,12 @@ def recheck_state(spark, t, checks, report, batch, staged, ledger):
         stale = [c for c in leaf_checks(recheck) if c.reads_state]
         kept = {c.name: rejudged(c, earlier[c.name], ledger) for c in stale if measured_alone(c, earlier[c.name])}
         stale = [c for c in stale if c.name not in kept]
-        results, total = audit(spark, t, stale, read_staged(spark, t, staged["snapshot_id"], staged["parent_id"],
-                                                            summary=staged["summary"]),
-                               staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
-                               staged_id=staged["snapshot_id"], input_files=batch.input_pins) \
-            if stale else ([], report.rows_written)
+        results, total = [], report.rows_written
+        if stale:
+            results, total = audit(spark, t, stale, read_staged(spark, t, staged["snapshot_id"], staged["parent_id"],
+                                                                summary=staged["summary"]),
+                                   staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
+                                   staged_id=staged["snapshot_id"], input_files=batch.input_pins)
         rules = {**earlier, **kept, **{r["name"]: r for r in results}}
         by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]
