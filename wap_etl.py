@@ -3751,12 +3751,12 @@ def local_path(path):
     return local
 
 
-def file_digest(path, algorithm="sha256", pin=None):
+def file_digest(path, algorithm="sha256", pin=None, s3=None):
     """A hex digest of a local or S3 file's bytes, streamed in blocks; with a `pin` (file_pin),
     only of the bytes the batch read: a file replaced or changed before or while it is read is
-    an error, never another content's digest."""
+    an error, never another content's digest. `s3`: the S3 client to read with, else a new one."""
     digest = hashlib.new(algorithm, usedforsecurity=False)
-    with open_bytes(path, pin) as f:
+    with open_bytes(path, pin, s3) as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
         if pin is not None and not path.startswith("s3://"):
@@ -3764,7 +3764,7 @@ def file_digest(path, algorithm="sha256", pin=None):
     return digest.hexdigest()
 
 
-def open_bytes(path, pin=None):
+def open_bytes(path, pin=None, s3=None):
     """A local or S3 file's bytes as a stream, closed by `with`; only as the batch read it when
     pinned: an S3 object if its ETag is still the pin (S3 checks it: If-Match), a local file if its
     stamp is."""
@@ -3773,7 +3773,7 @@ def open_bytes(path, pin=None):
         bucket, key = split_s3(path)
         match = {"IfMatch": f'"{pin}"'} if pin else {}
         try:
-            return closing(boto3.client("s3").get_object(Bucket=bucket, Key=key, **match)["Body"])
+            return closing((s3 or boto3.client("s3")).get_object(Bucket=bucket, Key=key, **match)["Body"])
         except Exception as e:
             if getattr(e, "response", {}).get("Error", {}).get("Code") == "PreconditionFailed":
                 raise FileRuleError(f"{path} was replaced after it was listed (ETag {pin})") from None
@@ -6595,8 +6595,8 @@ class SourceFile:
     modified: float
     pin: object = None
 
-    def digest(self, algorithm="sha256"):
-        return file_digest(self.path, algorithm, self.pin)
+    def digest(self, algorithm="sha256", s3=None):
+        return file_digest(self.path, algorithm, self.pin, s3)
 
 
 def within(path, where):
@@ -6673,11 +6673,30 @@ def files_at(where):
     return stat_files(dict.fromkeys(normalize_path("file://" + f) for f in found))
 
 
+def digests(files, algorithm="sha256"):
+    """{path: hex digest} of the files' bytes, DRIVER_READERS files side by side (S3 GETs overlap;
+    reading and hashing release the GIL), through one S3 client (a client is safe to share between
+    threads, boto3's default session is not). The first error in the files' order is raised, as
+    reading them one after another would; the files not yet begun are then not read."""
+    from concurrent.futures import ThreadPoolExecutor
+    files = list(files)
+    s3 = None
+    if any(f.path.startswith("s3://") for f in files):
+        import boto3
+        s3 = boto3.client("s3")
+    pool = ThreadPoolExecutor(max(1, min(DRIVER_READERS, len(files))))
+    try:
+        return dict(zip([f.path for f in files], pool.map(lambda f: f.digest(algorithm, s3), files)))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def content_keys(files):
     """Each file's content as a key equal contents share: its size, and a SHA-256 of its bytes
     only where another file has that size (the only files it can equal)."""
     sizes = Counter(f.size for f in files)
-    return {f.path: (f.size, f.digest() if sizes[f.size] > 1 else None) for f in files}
+    sums = digests([f for f in files if sizes[f.size] > 1])
+    return {f.path: (f.size, sums.get(f.path)) for f in files}
 
 
 def audit_files(judge):
@@ -6727,7 +6746,7 @@ def audit_file_match(a, c, files):
     """Every file's checksum in the list, or the same contents (as a multiset) at both paths."""
     if c.compare_path is None:
         algorithm = HASH_ALGORITHMS[c.algorithm]
-        sums = {f.path: f.digest(algorithm) for f in files}
+        sums = digests(files, algorithm)
         return per_file_result(c, files, [f for f in files if sums[f.path] not in c.values],
                                lambda f: {c.algorithm: sums[f.path]})
     # every file there, the batch's or not (the selection is of the rule's own files): a compare

@@ -249,6 +249,60 @@ def test_file_checksum_of_an_s3_object_is_read_only_at_the_etag_it_was_listed_wi
         listed.digest()
 
 
+def many_objects(bucket, n=12):
+    """n small objects of distinct contents under s3://landing/in/, by path."""
+    bodies = {f"s3://landing/in/{i:02}.csv": b"id\n%d\n" % i for i in range(n)}
+    for path, body in bodies.items():
+        bucket.put_object(Bucket="landing", Key=path[len("s3://landing/"):], Body=body)
+    return bodies
+
+
+def file_match_judged(bodies, rule, on_get):
+    """FileMatch `rule` judged on the objects (identified first), `on_get(key)` called as boto3
+    sends each GET of them."""
+    import boto3
+    audit = pinned_audit(list(bodies))
+    [match] = wap_etl.parse_checks(wap_etl.parse_dqdl(f"Rules = [ {rule} ]"))
+
+    def hook(params, **kwargs):
+        on_get(params["Key"])
+    events = boto3._get_default_session().events
+    events.register("provide-client-params.s3.GetObject", hook)
+    try:
+        return wap_etl.KINDS["file_match"].judge(audit, match)
+    finally:
+        events.unregister("provide-client-params.s3.GetObject", hook)
+
+
+def test_file_checksums_of_many_s3_objects_are_read_side_by_side(bucket):
+    import threading
+    bodies = many_objects(bucket)
+    lock, reading, most = threading.Lock(), [0], [0]
+
+    def held(key):  # each GET waits a little, so reads that overlap are seen overlapping
+        with lock:
+            reading[0] += 1
+            most[0] = max(most[0], reading[0])
+        time.sleep(0.05)
+        with lock:
+            reading[0] -= 1
+    listed = ", ".join(f'"{hashlib.sha256(b).hexdigest()}"' for b in list(bodies.values())[:-1])
+    r = file_match_judged(bodies, f"FileMatch in [{listed}]", held)
+    assert r["failing_rows"] == 1 and [s["file"] for s in r["sample"]] == [list(bodies)[-1]]
+    assert most[0] > 1, "the objects were read one after another"
+
+
+def test_file_checksums_read_side_by_side_fail_on_the_first_replaced_file_in_order(bucket):
+    bodies = many_objects(bucket)
+    first, later = list(bodies)[4], list(bodies)[9]
+
+    def replaced_as_read(key):  # both replaced as they are fetched; the later one fails first
+        if f"s3://landing/{key}" in (first, later):
+            bucket.put_object(Bucket="landing", Key=key, Body=b"id\nnew\n")
+            time.sleep(0.3 if f"s3://landing/{key}" == first else 0)
+    r = file_match_judged(bodies, 'FileMatch in ["0"]', replaced_as_read)
+    assert r["passed"] is False and f"{first} was replaced after it was listed" in r["detail"]
+
 
 def test_file_rules_fail_when_a_local_batch_file_changes_after_the_batch_read_it(tmp_path):
     path = tmp_path / "a.csv"
