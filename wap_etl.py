@@ -614,6 +614,11 @@ def parse_params(argv):
         raise bad_input(f"--source_format: expected one of {', '.join(SOURCE_FORMATS)}, "
                         f"got {source_format!r}")
     source_options = parse_json_param("source_options", raw["source_options"] or "{}", dict)
+    for key, value in source_options.items():
+        if key.lower() == "path":  # Spark refuses a load with both
+            raise bad_input("--source_options: no 'path' option: the source is --source_path")
+        if not isinstance(value, (str, int, float, bool)):
+            raise bad_input(f"--source_options: option {key!r} must be a string, number or boolean")
     reference_tables = parse_reference_tables(raw["reference_tables"] or "{}")
     source_schema = (raw["source_schema"] or "auto").lower()
     if source_schema not in ("auto", "infer", "table"):
@@ -623,6 +628,9 @@ def parse_params(argv):
         raise bad_input(f"--batch_id: {batch_id!r} is not allowed (1-128 of letters, digits and "
                         "_ . : + = @ -, starting with a letter or digit)")
     partition_by = [c.strip() for c in (raw["partition_by"] or "").split(",") if c.strip()]
+    twice = [c for c, n in Counter(c.lower() for c in partition_by).items() if n > 1]
+    if twice:
+        raise bad_input(f"--partition_by: column {twice[0]!r} given twice")
     mode = (raw["mode"] or "append").lower()
     if mode not in MODES:
         raise bad_input(f"--mode: expected one of {', '.join(MODES)}, got {mode!r}")
@@ -636,8 +644,10 @@ def parse_params(argv):
     if unknown:
         raise bad_input(f"--alert_on: unknown status {', '.join(unknown)}; known: {', '.join(STATUSES)}")
     slack = raw["slack_webhook_url"]
-    if slack and not re.match(r"^https?://", slack):
+    if slack and not re.match(r"^https?://[^/\s?#]+", slack):
         raise bad_input("--slack_webhook_url: expected an http(s):// URL")
+    if raw["sns_topic_arn"] and not re.fullmatch(r"arn:aws[\w-]*:sns:[\w-]+:\d{12}:[\w.-]+", raw["sns_topic_arn"]):
+        raise bad_input("--sns_topic_arn: expected an SNS topic ARN, arn:aws:sns:<region>:<account>:<topic>")
     audit_source = (raw["audit_source"] or "branch").lower()
     if audit_source not in ("branch", "write"):
         raise bad_input(f"--audit_source: expected branch or write, got {audit_source!r}")
@@ -785,14 +795,17 @@ def wrong_arity(value):
 
 def parse_condition(value, what):
     """A condition from its JSON form {"op": "!=", "values": [100]}, or a message saying why not."""
-    if not (isinstance(value, dict) and set(value) == {"op", "values"} and value["op"] in COMPARATORS
-            and isinstance(value["values"], list) and value["values"]
+    if not (isinstance(value, dict) and set(value) == {"op", "values"} and isinstance(value["op"], str)
+            and value["op"] in COMPARATORS and isinstance(value["values"], list) and value["values"]
             and all(is_literal_number(v) or isinstance(v, str) for v in value["values"])):
         return None, (f"{what} must be {{\"op\": one of {', '.join(COMPARATORS)}, "
                       "\"values\": [numbers or dynamic values such as \"avg(last(10)) * 0.8\"]}")
     if wrong_arity(value):
         return None, f"{what} {wrong_arity(value)}"
-    values = [parse_dynamic(v) if isinstance(v, str) else v for v in value["values"]]
+    try:
+        values = [parse_dynamic(v) if isinstance(v, str) else v for v in value["values"]]
+    except DqdlError as e:
+        return None, f"{what}: a value, at column {e.col}: {e.reason}"
     values = [v[1] if isinstance(v, tuple) and v[0] == "num" else v for v in values]
     return Condition(value["op"], values), None
 
@@ -1188,8 +1201,9 @@ _TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?:\s*([AaPp][Mm]))?")
 
 
 def location(path):
-    """A location as the batch's files are spelled (normalize_path); a local one made absolute."""
-    if "://" not in path and not path.startswith("file:"):
+    """A location as the batch's files are spelled (normalize_path); a local one made absolute.
+    Another scheme stays as written (s3:/bucket with one slash too), for the caller to refuse."""
+    if "://" not in path and not path.startswith("file:") and not re.match(r"[A-Za-z][\w+.-]*:/", path):
         path = "file://" + os.path.abspath(path) + ("/" if path.endswith("/") else "")
     return normalize_path(path)
 
@@ -1268,8 +1282,8 @@ def parse_file_freshness(s):
     """condition: {"op", "values": [times]}: each file's modification time against them."""
     parse_file_path(s)
     value = s.spec["condition"]
-    s.need(isinstance(value, dict) and set(value) == {"op", "values"} and value["op"] in COMPARATORS
-           and isinstance(value["values"], list) and value["values"]
+    s.need(isinstance(value, dict) and set(value) == {"op", "values"} and isinstance(value["op"], str)
+           and value["op"] in COMPARATORS and isinstance(value["values"], list) and value["values"]
            and all(isinstance(v, str) and file_time(v, 0) is not None for v in value["values"]),
            "condition must be {\"op\": one of " + ", ".join(COMPARATORS) + ", \"values\": [times: "
            "\"now()\", \"now() - 24 hours\", \"2024-01-31\", \"2024-01-31 10:00\", \"21:45\", \"9:30 PM\"]}")
@@ -1309,7 +1323,8 @@ def parse_file_match(s):
                                                    for x in sums), "checksums must be a list of hex digests")
     c.values = [x.lower() for x in sums]
     c.algorithm = s.spec.get("algorithm", "SHA-256")
-    s.need(c.algorithm in HASH_ALGORITHMS, f"algorithm must be one of {', '.join(HASH_ALGORITHMS)}")
+    s.need(isinstance(c.algorithm, str) and c.algorithm in HASH_ALGORITHMS,
+           f"algorithm must be one of {', '.join(HASH_ALGORITHMS)}")
 
 
 def parse_check(spec, index):
@@ -1319,8 +1334,19 @@ def parse_check(spec, index):
         raise bad_input(f"check #{index + 1}: expected a JSON object, got {json.dumps(spec)}")
     kind = spec.get("check")
     s = Spec(spec, f"check #{index + 1} ({json.dumps(spec.get('name') or kind)})")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise bad_input(f"{s.label}: unknown check type {kind!r}; known: {', '.join(KINDS)}")
+    try:
+        return parse_kind(s, kind)
+    except (TypeError, AttributeError) as e:  # a value of a type no parser expects there
+        raise bad_input(f"{s.label}: a parameter has the wrong type ({first_line(e)})") from None
+    except RecursionError:
+        raise bad_input(f"{s.label}: nested more than Python can follow") from None
+
+
+def parse_kind(s, kind):
+    """The check of a known kind: the parameters every check takes, then its kind's own."""
+    spec = s.spec
     required, optional = KINDS[kind].params
     missing = sorted(required - spec.keys())
     s.need(not missing, f"missing parameter {', '.join(missing)}")
@@ -1898,9 +1924,20 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
+class DqdlError(WapError):
+    """Bad DQDL: the position in the text (line, column) and why."""
+
+    def __init__(self, tok, reason):
+        super().__init__(f"--checks: DQDL line {tok.line}, column {tok.col}: {reason}", EXIT_BAD_INPUT)
+        self.col, self.reason = tok.col, reason
+
+
 def _error(tok, message):
     """Bad input naming the rule's position in the ruleset."""
-    return bad_input(f"--checks: DQDL line {tok.line}, column {tok.col}: {message}")
+    return DqdlError(tok, message)
+
+
+MAX_DEPTH = 40  # parentheses nested in a ruleset; a value's tokens at most MAX_DEPTH * 5
 
 
 def _tokenize(text):
@@ -1949,6 +1986,20 @@ class _Parser:
         self.i = 0
         self.variables = {}       # name = "value" or [values], before the rules; used as $name
         self.default_labels = {}  # DefaultLabels = [...]: every rule's, unless it sets the key
+
+    def within_depth(self, parse):
+        """parse(), refused with the position reached if its nesting (composites in parentheses,
+        parenthesised values) is deeper than MAX_DEPTH: each level is a few frames of this
+        recursive parser, and of everything that walks a check later."""
+        depth = 0
+        for tok in self.tokens:
+            depth += (tok.text == "(") - (tok.text == ")") if tok.kind == "op" else 0
+            if depth > MAX_DEPTH:
+                raise _error(tok, f"parentheses nested more than {MAX_DEPTH} deep")
+        try:
+            return parse()
+        except RecursionError:  # a long value the parser's own walks could not follow
+            raise _error(self.peek(), "nested more deeply than the parser can follow") from None
 
     def peek(self, ahead=0):
         return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
@@ -2328,12 +2379,14 @@ class _Parser:
         """A number, or a dynamic value over the metric's history: arithmetic (+ - * /, the usual
         precedence) on numbers and functions, avg(last(10)) * 0.8. Returns ("num", value) or a tree
         ("call", name, args) / ("op", op, left, right); checked for kinds here (list or number)."""
-        start, left = self.peek(), self.product()
+        first, start, left = self.i, self.peek(), self.product()
         while self.at("+", "-"):
             op = self.take()
             left = _arith(op, left, self.product())
         if top and _kind_of(left) != "number":
             raise _error(start, "expected a number, found a list (use avg, min, max, ...)")
+        if top and self.i - first > MAX_DEPTH * 5:  # evaluated recursively, so kept to a size
+            raise _error(start, f"a value of more than {MAX_DEPTH * 5} tokens")
         return left
 
     def product(self):
@@ -2362,7 +2415,9 @@ class _Parser:
             kinds = [_kind_of(a) for a in args]
             if kinds != _FUNCTIONS[tok.text][0] or (tok.text == "last" and not (
                     args[0][0] == "num" and is_count(args[0][1], 1) and args[0][1] <= MAX_LOOKBACK)) or (
-                    tok.text == "percentile" and not (args[1][0] == "num" and 0 <= args[1][1] <= 1)):
+                    tok.text == "percentile" and not (args[1][0] == "num" and 0 <= args[1][1] <= 1)) or (
+                    tok.text == "index" and not (args[1][0] == "num" and is_count(args[1][1])
+                                                 and args[1][1] < _longest(args[0]))):
                 raise _error(tok, f"{tok.text}() takes {_FUNCTIONS[tok.text][2]}")
             return "call", tok.text, args
         raise _error(tok, f"expected a number but found {_describe(tok)}")
@@ -2376,7 +2431,8 @@ _FUNCTIONS = {"last": (["number"], "list", f"a whole number of runs from 1 to {M
               "max": (["list"], "number", "a list: last(k)"),
               "sum": (["list"], "number", "a list: last(k)"),
               "std": (["list"], "number", "a list: last(k)"),
-              "index": (["list", "number"], "number", "a list and a position: index(last(k), 0)"),
+              "index": (["list", "number"], "number",
+                        "a list and a position in it from 0 to k - 1: index(last(k), 0)"),
               "percentile": (["list", "number"], "number",
                              "a list and a fraction from 0 to 1: percentile(last(k), 0.9)")}
 
@@ -2385,25 +2441,42 @@ def _kind_of(expr):
     return _FUNCTIONS[expr[1]][1] if expr[0] == "call" else "number"
 
 
+def _reads_history(expr):
+    return expr[0] == "call" or expr[0] == "op" and (_reads_history(expr[2]) or _reads_history(expr[3]))
+
+
+def _longest(expr):
+    """How many values a list can hold at most: last(k)'s k."""
+    return expr[2][0][1] if expr[0] == "call" and expr[1] == "last" else 0
+
+
 def _arith(op, left, right):
     if _kind_of(left) != "number" or _kind_of(right) != "number":
         raise _error(op, f"'{op.text}' needs numbers on both sides, not a list")
+    if op.text == "/" and not _reads_history(right) and evaluate_dynamic(right, []) in (0, None):
+        raise _error(op, "division by zero")
     return "op", op.text, left, right
 
 
-def dynamic_text(expr):
-    """A dynamic value as DQDL text (so a check spec stays JSON)."""
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+
+
+def dynamic_text(expr, outer=0):
+    """A dynamic value as DQDL text (so a check spec stays JSON), with the parentheses the
+    precedence needs and no more (its nesting is what its parse is held to)."""
     if expr[0] == "num":
         return dqdl_number(expr[1])
     if expr[0] == "call":
         return f"{expr[1]}({', '.join(dynamic_text(a) for a in expr[2])})"
-    return f"({dynamic_text(expr[2])} {expr[1]} {dynamic_text(expr[3])})"
+    rank = _PRECEDENCE[expr[1]]  # left-associative: a right operand of the same rank keeps its parentheses
+    text = f"{dynamic_text(expr[2], rank)} {expr[1]} {dynamic_text(expr[3], rank + 1)}"
+    return f"({text})" if rank < outer else text
 
 
 def parse_dynamic(text):
     """A dynamic value from its text, as a condition in JSON gives it ("avg(last(10)) * 0.8")."""
     parser = _Parser(text)
-    expr = parser.number()
+    expr = parser.within_depth(parser.number)
     if parser.peek().kind != "end":
         raise _error(parser.peek(), f"unexpected {_describe(parser.peek())}")
     return expr
@@ -2450,7 +2523,8 @@ def _describe(tok):
 
 def parse_dqdl(text):
     """The checks of a DQDL ruleset ("Rules = [ ... ]"), one per rule, named by its text."""
-    return _Parser(text).ruleset()
+    parser = _Parser(text)
+    return parser.within_depth(parser.ruleset)
 
 
 # ----- from rules to checks -------------------------------------------------------------------
@@ -3486,6 +3560,17 @@ def record_unrecorded(ledger, marks, files):
             log.warning("%s; its files are left out", unaudited_message(m))
 
 
+def record_found(ledger):
+    """This job's snapshots the run found on main that no record names go into the ledger at once,
+    whatever the run does next: a batch published by hand (fast_forward of a kept branch) is then
+    remembered once its snapshot expires, though no publish of this job came first to record it.
+    (A batch quarantined whole is named by its table property until the next such commit, which
+    records it first.)"""
+    found = [m for m in ledger.unrecorded if m.snapshot_id is not None]
+    if found:
+        side_effect("run ledger", lambda: ledger.complete(found))
+
+
 def input_files(df):
     """The files a DataFrame reads, spelled as Hadoop lists them (Spark's inputFiles() are
     URL-encoded: a space is %20), so both --source_files modes record one path per file."""
@@ -3751,13 +3836,16 @@ def local_path(path):
     return local
 
 
-def file_digest(path, algorithm="sha256", pin=None, s3=None):
+def file_digest(path, algorithm="sha256", pin=None, s3=None, stop=None):
     """A hex digest of a local or S3 file's bytes, streamed in blocks; with a `pin` (file_pin),
     only of the bytes the batch read: a file replaced or changed before or while it is read is
-    an error, never another content's digest. `s3`: the S3 client to read with, else a new one."""
+    an error, never another content's digest. `s3`: the S3 client to read with, else a new one;
+    `stop`: an Event that ends the read early (an error)."""
     digest = hashlib.new(algorithm, usedforsecurity=False)
     with open_bytes(path, pin, s3) as f:
         for block in iter(lambda: f.read(1 << 22), b""):
+            if stop is not None and stop.is_set():
+                raise FileRuleError(f"{path}: its read was stopped")
             digest.update(block)
         if pin is not None and not path.startswith("s3://"):
             require_pin(path, pin, os.fstat(f.fileno()))  # written to while it was read
@@ -4596,9 +4684,13 @@ def plan_table(spark, p, t, df):
     table = table_if_exists(spark, t)
     if table is None:
         lower = {x.lower() for x in df.columns}
+        types = {f.name.lower(): f.dataType for f in df.schema.fields}
         for c in p.partition_by:
             if c.lower() not in lower:
                 raise bad_input(f"--partition_by: unknown column {c!r}; columns: {', '.join(df.columns)}")
+            if isinstance(types[c.lower()], (T.StructType, T.MapType, T.ArrayType)):
+                raise bad_input(f"--partition_by: column {c!r} is a {types[c.lower()].typeName()}; a "
+                                "partition column holds one value per row")
         if p.mode == "overwrite_partitions" and not p.partition_by:
             raise bad_input(UNPARTITIONED_OVERWRITE)
         return TablePlan(df=df, create=True)
@@ -4901,7 +4993,8 @@ def merge_into(spark, p, t, df, properties, carried):
     assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in table_columns if c.lower() in carried)
     names = ", ".join(quote(c) for c in table_columns)
     values = ", ".join(f"s.{quote(c)}" for c in table_columns)
-    delete = f"coalesce(({p.delete_condition}), false)" if p.delete_condition else None
+    # on lines of its own: a trailing -- comment in it ends with its line, as where it was checked
+    delete = f"coalesce((\n{p.delete_condition}\n), false)" if p.delete_condition else None
     sql = (f"MERGE INTO {t.sql} AS t USING {view} AS s ON {on} "
            + (f"WHEN MATCHED AND ({delete}) THEN DELETE " if delete else "")
            + f"WHEN MATCHED THEN UPDATE SET {assignments} "
@@ -4942,20 +5035,27 @@ def with_commit_properties(spark, properties, action):
         raise Callback.error
 
 
-def check_merge_columns(spark, p, df):
-    """The merge keys are columns of the batch and the delete condition reads it (alias s)."""
+def check_merge_columns(spark, p, t, df, plan):
+    """The merge keys are columns of the batch and the delete condition reads it (alias s), as
+    MERGE reads it: beside the table (t), where a name both have is ambiguous unless qualified."""
+    from pyspark.sql import functions as F
     lower = {c.lower() for c in df.columns}
     for k in p.merge_keys:
         if k.lower() not in lower:
             raise bad_input(f"--merge_keys: unknown column {k!r}; columns: {', '.join(df.columns)}")
     if p.delete_condition:
         check_condition(spark, df.alias("s"), "--delete_condition", p.delete_condition)
+        target = (list(plan.df.columns) if plan.create else
+                  [f.name for f in spark.table(t.sql).schema.fields] + [f.name for f in plan.add_columns])
+        table = spark.range(0).select(*[F.lit(None).cast("string").alias(c) for c in target])
+        check_condition(spark, df.alias("s").crossJoin(table.alias("t")), "--delete_condition",
+                        p.delete_condition)
 
 
-def check_merge_batch(spark, p, df):
+def check_merge_batch(spark, p, t, df, plan):
     """A MERGE whose source repeats a key is undefined: refuse the batch before writing."""
     from pyspark.sql import functions as F
-    check_merge_columns(spark, p, df)
+    check_merge_columns(spark, p, t, df, plan)
     nulls = df.agg(*[F.sum(col(k).isNull().cast("long")).alias(f"n{i}")
                      for i, k in enumerate(p.merge_keys)]).first()
     for i, k in enumerate(p.merge_keys):
@@ -5032,6 +5132,11 @@ class UnauditedOnMain(WapError):
     def __init__(self, message, mark):
         super().__init__(message)
         self.mark = mark
+
+
+class InputTaken(WapError):
+    """Another run consumed this batch's input (or its id) while this run staged it: it can never
+    be published, so the run drops its branch and the rows it quarantined, and fails (rerun)."""
 
 
 class BranchGone(Exception):
@@ -6595,8 +6700,8 @@ class SourceFile:
     modified: float
     pin: object = None
 
-    def digest(self, algorithm="sha256", s3=None):
-        return file_digest(self.path, algorithm, self.pin, s3)
+    def digest(self, algorithm="sha256", s3=None, stop=None):
+        return file_digest(self.path, algorithm, self.pin, s3, stop)
 
 
 def within(path, where):
@@ -6677,17 +6782,20 @@ def digests(files, algorithm="sha256"):
     """{path: hex digest} of the files' bytes, DRIVER_READERS files side by side (S3 GETs overlap;
     reading and hashing release the GIL), through one S3 client (a client is safe to share between
     threads, boto3's default session is not). The first error in the files' order is raised, as
-    reading them one after another would; the files not yet begun are then not read."""
+    reading them one after another would; the files not yet begun are then not read, and those
+    being read stop at their next block."""
     from concurrent.futures import ThreadPoolExecutor
     files = list(files)
     s3 = None
     if any(f.path.startswith("s3://") for f in files):
         import boto3
         s3 = boto3.client("s3")
+    stop = threading.Event()
     pool = ThreadPoolExecutor(max(1, min(DRIVER_READERS, len(files))))
     try:
-        return dict(zip([f.path for f in files], pool.map(lambda f: f.digest(algorithm, s3), files)))
+        return dict(zip([f.path for f in files], pool.map(lambda f: f.digest(algorithm, s3, stop), files)))
     finally:
+        stop.set()
         pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -6902,6 +7010,7 @@ class Move(Enum):
     RESTAGE = "main moved or was rolled back: stage the batch again on it (other modes)"
     QUARANTINE = ("every row was quarantined: consume the batch by a commit of the last-quarantine "
                   "property alone, main unmoved")
+    NOTHING = "the staged snapshot changes nothing on main as it is now, and no row was quarantined"
 
 
 @dataclass
@@ -6942,15 +7051,15 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
         on_main = already_on_main(consumed_publishes(spark, t, ledger, history, metadata), batch)
     except UnauditedOnMain:
         raise
-    except WapError as e:  # a concurrent run loaded this input meanwhile: not bad input any more,
-        raise WapError(f"publish: {e}; the audited batch is kept on branch {batch.branch}") from None
+    except WapError as e:  # a concurrent run loaded this input meanwhile: not bad input any more
+        raise InputTaken(f"publish: {e}") from None
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
     kept_none = batch.quarantine_run == batch.run_id and batch.kept == 0  # this run's own stage
     if changes_nothing(staged) and (main == staged["parent_id"] or p.mode != "merge" or kept_none):
-        # (a merge's kept deletes may find the rows they delete on a moved main: it stages again,
+        # (a merge's deletes may find the rows they delete on a moved main: it stages again,
         # unless it kept no rows, which change nothing on any main)
-        return Decision(Move.QUARANTINE, main, metadata, operations)
+        return Decision(Move.QUARANTINE if batch.quarantined else Move.NOTHING, main, metadata, operations)
     if main == staged["parent_id"]:
         return Decision(Move.PUBLISH, main, metadata, operations)
     if p.mode == "append" and main is not None:
@@ -7110,8 +7219,8 @@ def swap_main(spark, batch, decision, staged_id, ledger):
     the decision was made from, so it fails if anything changed since (a compare-and-swap). The
     same commit records the publish in the table's last-publish property (so no crash between the
     swap and the ledger row, and no snapshot expiry after it, can forget it), drops this run's
-    branch and any branch of the batch at the very snapshot published (a crashed run's, resumed);
-    other runs' branches, kept for inspection, stay. Before it overwrites the property, the
+    branch and any branch of the batch at the very snapshot published or at the one it rebased (a
+    crashed run's, resumed); other runs' branches, kept for inspection, stay. Before it overwrites the property, the
     publish it names is recorded in the ledger if its run did not: so every publish is always in
     the ledger or in the property, and a snapshot of this job on main in neither had no audit."""
     staged = decision.metadata.snapshot(staged_id)
@@ -7149,7 +7258,8 @@ def read_back(decision):
 def commit_consumed(spark, batch, decision, ledger, staged_id, key, record):
     """The compare-and-swap both consumptions share: the table property `key` set to `record`
     (what the batch consumed, should its snapshot expire unrecorded) and this run's branch dropped;
-    if the record names the staged snapshot, main set to it and any branch of the batch there too.
+    if the record names the staged snapshot, main set to it and any branch of the batch there (or
+    at the snapshot it rebased) dropped too.
     The consumption the property named before is recorded in the ledger first, if it is not."""
     base = decision.metadata
     previous = property_mark(base, key)
@@ -7167,11 +7277,17 @@ def commit_consumed(spark, batch, decision, ledger, staged_id, key, record):
     properties.put(key, json.dumps(record))
     builder = java(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base).setProperties(properties)
     publish = record["snapshot_id"] is not None
+    heads = set()  # the batch's snapshots main now holds: the staged one, and the one it rebased
     if publish:
         builder = builder.setBranchSnapshot(staged_id, "main")
+        source = base.snapshot(staged_id).summary().get(SOURCE_SNAPSHOT_PROPERTY)
+        # (a crashed run's branch left there would outlive main's own copy of its files, and
+        # Iceberg's Java expiry, once main is the table's only ref, deletes what an expired
+        # snapshot added unless a snapshot it still has names it as its source)
+        heads = {staged_id, *([int(source)] if source else [])}
     for name, ref in java_items(base.refs()):
-        if name == batch.branch or (publish and str(name).startswith(branch_prefix(batch.batch_id))
-                                    and ref.isBranch() and ref.snapshotId() == staged_id):
+        if name == batch.branch or (str(name).startswith(branch_prefix(batch.batch_id))
+                                    and ref.isBranch() and ref.snapshotId() in heads):
             builder = builder.removeRef(name)
     with commit_conflicts():
         decision.operations.commit(base, builder.build())
@@ -8371,7 +8487,7 @@ def dry_run(spark, p, checks):
     except Exception as e:
         raise explain_read_failure(spark, p, source, sample, e) from None
     if p.mode == "merge":
-        check_merge_columns(spark, p, df)
+        check_merge_columns(spark, p, t, df, plan)
     lines = ["dry run: nothing was written. A run would:",
              f"  read {len(files)} {p.source_format} file(s) from {p.source_path} "
              f"(--source_files {p.source_files}); checked against {sample[0]}",
@@ -8587,7 +8703,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         plan = plan_table(spark, p, t, df)
         good, bad = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
-            check_merge_batch(spark, p, good)
+            check_merge_batch(spark, p, t, good, plan)
     batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
                   input_fingerprint=files.fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=files.paths, file_ids=files.ids, explicit_id=p.batch_id is not None,
@@ -8604,6 +8720,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
                 table = iceberg_table(spark, t)
                 main = ref_id(table, "main")
                 published = already_on_main(consumed_publishes(spark, t, ledger, history, table), batch)
+                record_found(ledger)
             if published is not None:
                 report.main_snapshot_before = main
                 return settle_already_published(spark, t, report, batch, ledger, published, main)
@@ -8701,20 +8818,26 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
                 return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
             check_input_unchanged(spark, t, batch, report)  # what was staged and audited is the batch's input
-            if changes_nothing(staged) and not (report.rows_dropped and p.publish):
+            if changes_nothing(staged) and not ((report.rows_dropped or p.mode == "merge") and p.publish):
                 # no rows, or --publish false: consumes nothing, and leaves other runs' rows alone
-                report.status, report.main_snapshot_after = Status.NOTHING_TO_PUBLISH, staged["parent_id"]
-                drop_branch(spark, t, batch.branch)
-                log.log(logging.WARNING if report.rows_dropped else logging.INFO, "the batch %s; nothing "
-                        "to publish", "was quarantined whole" if report.rows_dropped else "has no rows")
-                return EXIT_OK
+                # (a merge's deletes are decided on main as it is at the publish)
+                return nothing_to_publish(spark, t, report, batch, staged["parent_id"])
             if not p.publish:
                 report.status, report.main_snapshot_after = Status.STAGED, staged["parent_id"]
                 log.info("audit passed; --publish false, so branch %s is kept:\n  %s", batch.branch,
                          report.inspect_sql)
                 return EXIT_OK
         with timed(report, "publish"):
-            decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+            try:
+                decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+            except InputTaken:  # nothing left to inspect or publish: no branch, no stray quarantine
+                try:
+                    drop_branch(spark, t, batch.branch)
+                except Exception as e:  # kept, and with it the rows it quarantined
+                    warn_failed("branch clean-up", e)
+                else:
+                    discard_own_quarantine(spark, t, batch, report)
+                raise
             fault_point("decided")
             try:
                 if decision.move is Move.PUBLISH:
@@ -8725,6 +8848,8 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                     log.info("published batch %s to %s (snapshot %s)", batch.batch_id, report.table,
                              staged["snapshot_id"])
                     return EXIT_OK
+                if decision.move is Move.NOTHING:
+                    return nothing_to_publish(spark, t, report, batch, decision.main)
                 if decision.move is Move.ALREADY_PUBLISHED:
                     return settle_already_published(spark, t, report, batch, ledger, decision.found,
                                                     decision.main, staged, unknown_commit)
@@ -8784,6 +8909,16 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                                    f"the table; the audited batch is kept on branch {batch.branch}") from None
                 log.info("the table changed under the commit (%s); deciding again", e)
                 time.sleep(random.uniform(0.05, 0.25) * min(conflicts, 8))
+
+
+def nothing_to_publish(spark, t, report, batch, main):
+    """The staged snapshot would change nothing: the run consumes nothing (a rerun may load the
+    batch again) and drops its branch; `main`: main's snapshot, unmoved."""
+    report.status, report.main_snapshot_after = Status.NOTHING_TO_PUBLISH, main
+    drop_branch(spark, t, batch.branch)
+    log.log(logging.WARNING if report.rows_dropped else logging.INFO, "the batch %s; nothing to publish",
+            "was quarantined whole" if report.rows_dropped else "changes nothing on main")
+    return EXIT_OK
 
 
 def side_effect(what, action):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import wap_etl
-from conftest import soak, wait_paused
+from conftest import soak, wait_paused, write_csv
 
 ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
 UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
@@ -1038,6 +1038,27 @@ def crash_after_the_audit(step):
         raise Crash("killed after the audit")
 
 
+def test_a_publish_of_a_taken_up_snapshot_it_rebased_drops_the_crashed_runs_branch(wap, spark, monkeypatch):
+    """The crashed run's branch still heads the snapshot the rerun took up and rebased: left there
+    it would outlive main's copy of those files, which Iceberg's Java expiry then deletes once main
+    is the only ref. The publish drops it."""
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": 7, "amount": 7.0}])
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
+    code, crashed = wap.run(path, checks=[], batch_id="b7")
+    assert code == 1 and crashed.branch in wap.refs()
+    steps = []
+
+    def main_moves_during_the_audit(step):
+        steps.append(step)
+        if step == "audit":
+            spark.sql(f"INSERT INTO {wap.sql} VALUES (100, 1.0)")
+    monkeypatch.setattr(wap_etl, "fault_point", main_moves_during_the_audit)
+    code, rerun = wap.run(path, checks=[], batch_id="b7")
+    assert code == 0 and rerun.status == "published" and rerun.rebases == 1 and "resumed" in steps
+    assert wap.ids() == [1, 2, 3, 4, 5, 7, 100] and set(wap.refs()) == {"main"}
+
+
 CDC = {"mode": "merge", "merge_keys": "id", "delete_condition": "s.op = 'D'", "batch_id": "cdc1"}
 
 
@@ -1131,6 +1152,54 @@ def test_a_merge_whose_kept_deletes_change_nothing_stages_again_when_main_gains_
     code, report, out = finish(proc)
     assert code == 0 and report["status"] == "published", out[-2000:]
     assert wap.ids() == [1, 2, 3, 4, 5] and quarantined(spark, wap) == [(8, report["run_id"])]
+
+
+def test_a_new_files_run_whose_file_another_run_published_meanwhile_leaves_no_quarantined_rows(wap, spark, tmp_path):
+    """It staged two new files; meanwhile another run publishes one of them. It can never publish
+    (exit 1, rerun): its branch and the rows it quarantined go, so the rerun that loads the other
+    file leaves each bad row in the quarantine once."""
+    folder = tmp_path / "incoming"
+    write_csv(folder / "f1.csv", [{"id": 1, "amount": 1.0}, {"id": 11, "amount": -11.0}])
+    write_csv(folder / "f2.csv", [{"id": 2, "amount": 2.0}, {"id": 12, "amount": -12.0}])
+    new = {"source_files": "new", "source_format": "csv"}
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proc = wap.cli(str(folder), env=paused(gate, "audit"), checks=DROP_NEGATIVE, **new)
+    wait_paused(gate, "audit", proc)  # staged f1 and f2, its rows 11 and 12 quarantined
+    code, first = wap.run(str(folder / "f1.csv"), checks=DROP_NEGATIVE)
+    assert code == 0 and first.status == "published"
+    (gate / "go").touch()
+    code, report, out = finish(proc)
+    assert code == 1 and "rerun to load the rest" in out, out[-2000:]
+    assert report["branch"] not in wap.refs()
+    code, rerun = wap.run(str(folder), checks=DROP_NEGATIVE, **new)
+    assert code == 0 and rerun.status == "published" and wap.ids() == [1, 2]
+    assert sorted(quarantined(spark, wap)) == [(11, first.run_id), (12, rerun.run_id)]
+
+
+def test_a_merge_whose_deletes_change_nothing_stages_again_when_main_gains_their_keys(wap, tmp_path):
+    """No check drops a row: its one row deletes a key main lacked when it staged, and meanwhile
+    another batch inserts that key. Ending with nothing to publish would lose the delete (and,
+    exit 0, its rerun): it stages again on the new main and publishes the delete."""
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": 9, "amount": 9.0, "op": "D"}])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proc = wap.cli(path, env=paused(gate, "audit"), checks=[], **CDC)
+    wait_paused(gate, "audit", proc)  # staged: a snapshot that changes nothing
+    assert wap.run([{"id": 9, "amount": 9.0}], checks=[])[0] == 0
+    (gate / "go").touch()
+    code, report, out = finish(proc)
+    assert code == 0 and report["status"] == "published", out[-2000:]
+    assert wap.ids() == [1, 2, 3, 4, 5]
+
+
+def test_a_merge_that_changes_nothing_on_an_unmoved_main_has_nothing_to_publish(wap):
+    assert wap.run(ROWS, checks=[])[0] == 0
+    main = wap.refs()["main"]
+    code, report = wap.run(wap.csv([{"id": 9, "amount": 9.0, "op": "D"}]), checks=[], **CDC)
+    assert code == 0 and report.status == "nothing_to_publish" and report.main_snapshot_after == main
+    assert wap.ids() == [1, 2, 3, 4, 5] and wap.refs() == {"main": main}
 
 
 def test_a_resumed_upsert_merge_reports_the_counts_of_an_uninterrupted_run(wap, monkeypatch):

@@ -320,6 +320,23 @@ def test_a_staged_batch_published_by_hand_stays_published_through_expiry(wap, sp
     assert wap.ids() == [0, 1, 2, 3, 4, 5, 50]
 
 
+def test_a_batch_published_by_hand_is_remembered_through_expiry_with_no_publish_after_it(wap, spark):
+    """The next run of the job records the hand publish, whatever its own outcome (here a failed
+    audit of another batch): no publish of this job need come before expiry hides the snapshot."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    code, staged = wap.run(path, checks=UNIQUE, batch_id="by-hand", publish="false")
+    assert code == 0 and staged.status == "staged"
+    spark.sql(f"CALL local.system.fast_forward('{wap.table}', 'main', '{staged.branch}')")  # README's way
+    spark.sql(f"ALTER TABLE {wap.sql} DROP BRANCH `{staged.branch}`")  # as its retention would, later
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=UNIQUE, batch_id="other")[0] == 3  # id 1 is on main
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")  # another engine's commit
+    expire_all_but_the_last(spark, wap)
+    code, again = wap.run(path, checks=[{"check": "not_null", "column": "id"}], batch_id="by-hand")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 60]
+
+
 def test_a_staged_branch_cherry_picked_onto_main_by_hand_is_published_once(wap, spark):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
     path = wap.csv(ROWS)

@@ -70,6 +70,15 @@ def test_merge_deletes_rows_matching_the_delete_condition(wap):
     assert (report.rows_inserted, report.rows_updated, report.rows_deleted) == (1, 1, 1)
 
 
+def test_merge_delete_condition_may_end_in_a_comment(wap):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    cdc = [{"id": 1, "day": "d1", "amount": 1.0, "op": "D"}, {"id": 5, "day": "d3", "amount": 5.0, "op": "I"}]
+    code, report = wap.run(cdc, checks=POSITIVE, mode="merge", merge_keys="id",
+                           delete_condition="s.op = 'D' -- a CDC delete")
+    assert code == 0, report.error
+    assert sorted(by_id(wap)) == [2, 3, 5] and report.rows_deleted == 1
+
+
 def test_merge_failed_audit_leaves_main_unchanged(wap):
     assert wap.run(DAY1, checks=POSITIVE)[0] == 0
     before = (wap.refs()["main"], wap.rows())
