@@ -4900,13 +4900,14 @@ def quarantined_by(spark, t, batch_id, run_id):
     return mine.count(), counts
 
 
-def discard_quarantine(spark, t, batch, report):
+def discard_quarantine(spark, t, batch, report, run_id=None):
     """A run that will not publish its batch (another run did, or its files changed): its own
-    quarantined rows go, and its report and ledger row no longer count or point to them."""
+    quarantined rows go (or `run_id`'s, a run whose snapshot it took up), and its report and
+    ledger row no longer count or point to them."""
     q = quarantine_ref(t)
     if table_exists(spark, q):
         spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} "
-                  f"AND `_wap_run_id` = {_lit(batch.run_id)}")
+                  f"AND `_wap_run_id` = {_lit(run_id or batch.run_id)}")
         if report.rows_dropped:
             log.info("the %s rows this run quarantined were discarded", report.rows_dropped)
     report.rows_dropped, report.quarantine_table = 0, None
@@ -5832,6 +5833,8 @@ def decode_bound(kind, raw):
     if kind in ("float", "double"):
         return struct.unpack("<f" if len(raw) == 4 else "<d", raw)[0]
     if kind == "string":
+        if "\ufffd".encode() in raw:  # Iceberg decodes malformed UTF-8 (a Latin-1 export) to U+FFFD,
+            raise NotProvable("a string bound holding U+FFFD")  # which Spark orders as other bytes
         return raw
     if kind == "boolean":
         return raw[0] != 0
@@ -8837,7 +8840,13 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                     warn_failed("branch clean-up", e)
                 else:
                     discard_own_quarantine(spark, t, batch, report)
+                    if batch.quarantine_run != batch.run_id and report.quarantine_table:
+                        # a taken-up snapshot's rows: no run can ever consume this batch now
+                        side_effect("quarantine clean-up", lambda: discard_quarantine(
+                            spark, t, batch, report, batch.quarantine_run))
                 raise
+            # a commit of unknown outcome that the decision does not find on main failed after all
+            unknown_commit = unknown_commit and decision.move is Move.ALREADY_PUBLISHED
             fault_point("decided")
             try:
                 if decision.move is Move.PUBLISH:
@@ -8944,7 +8953,10 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
     if found.snapshot_id is not None:
         report.staged_snapshot = found.snapshot_id
     if staged is not None and unknown_commit and (
-            found.run_id == batch.run_id if quarantined else found.snapshot_id == staged["snapshot_id"]):
+            found.run_id == batch.run_id if quarantined else found.snapshot_id == staged["snapshot_id"]
+            and getattr(last_publish(iceberg_table(spark, t)), "run_id", None) == batch.run_id):
+        # (the snapshot is this run's; the commit that published it, if its run is the one the
+        # last-publish property names: another run that took the snapshot up may have)
         report.status = Status.QUARANTINED if quarantined else Status.PUBLISHED  # this run's own commit
         report.main_snapshot_after = main if quarantined else found.snapshot_id
         tidy_quarantine(spark, t, report, batch)

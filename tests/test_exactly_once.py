@@ -1000,6 +1000,30 @@ def test_a_publish_whose_commit_outcome_was_lost_tidies_the_quarantine_as_any_pu
     assert quarantined(spark, wap) == [(3, report.run_id)]
 
 
+def test_a_publish_whose_lost_commit_failed_while_a_rerun_published_its_snapshot_ends_already_published(
+        wap, spark, monkeypatch):
+    """Its swap's answer is lost and the swap did not land; meanwhile a rerun of the batch took its
+    snapshot up and published it. The snapshot on main is this run's, the publish is not: it ends
+    already_published, and the ledger holds one publish of the batch."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path, real, other = wap.csv(ROWS), wap_etl.swap_main, []
+
+    def lost_while_a_rerun_publishes(*args):
+        if other:
+            return real(*args)  # the rerun's own swap
+        other.append(None)
+        other[0] = wap.run(path, checks=UNIQUE, batch_id="b1")
+        raise wap_etl.CommitConflict("CommitStateUnknownException")
+    steps = []
+    monkeypatch.setattr(wap_etl, "swap_main", lost_while_a_rerun_publishes)
+    monkeypatch.setattr(wap_etl, "fault_point", steps.append)
+    code, report = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert other[0][1].status == "published" and "resumed" in steps, "the rerun took the snapshot up"
+    assert code == 0 and report.status == "already_published", report.error
+    runs = [r["run_id"] for r in ledger(wap) if r["batch_id"] == "b1" and r["status"] == "published"]
+    assert runs == [other[0][1].run_id] and wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
 def test_guard_ends_already_published_when_another_run_published_this_runs_snapshot(wap, spark,
                                                                                    monkeypatch):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
@@ -1172,6 +1196,32 @@ def test_a_new_files_run_whose_file_another_run_published_meanwhile_leaves_no_qu
     code, report, out = finish(proc)
     assert code == 1 and "rerun to load the rest" in out, out[-2000:]
     assert report["branch"] not in wap.refs()
+    code, rerun = wap.run(str(folder), checks=DROP_NEGATIVE, **new)
+    assert code == 0 and rerun.status == "published" and wap.ids() == [1, 2]
+    assert sorted(quarantined(spark, wap)) == [(11, first.run_id), (12, rerun.run_id)]
+
+
+def test_a_new_files_run_that_took_up_a_crashed_runs_snapshot_and_lost_a_file_leaves_no_quarantined_rows(
+        wap, spark, tmp_path, monkeypatch):
+    """As above, with the crashed run's snapshot taken up: its rows go too, since no run can ever
+    consume that batch now."""
+    folder = tmp_path / "incoming"
+    write_csv(folder / "f1.csv", [{"id": 1, "amount": 1.0}, {"id": 11, "amount": -11.0}])
+    write_csv(folder / "f2.csv", [{"id": 2, "amount": 2.0}, {"id": 12, "amount": -12.0}])
+    new = {"source_files": "new", "source_format": "csv"}
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_audit)
+    code, crashed = wap.run(str(folder), checks=DROP_NEGATIVE, **new)
+    assert code == 1 and crashed.rows_dropped == 2
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proc = wap.cli(str(folder), env=paused(gate, "audit"), checks=DROP_NEGATIVE, **new)
+    wait_paused(gate, "audit", proc)  # it took up the crashed run's snapshot and rows
+    code, first = wap.run(str(folder / "f1.csv"), checks=DROP_NEGATIVE)
+    assert code == 0 and first.status == "published"
+    (gate / "go").touch()
+    code, report, out = finish(proc)
+    assert code == 1 and "rerun to load the rest" in out and "resum" in out, out[-2000:]
     code, rerun = wap.run(str(folder), checks=DROP_NEGATIVE, **new)
     assert code == 0 and rerun.status == "published" and wap.ids() == [1, 2]
     assert sorted(quarantined(spark, wap)) == [(11, first.run_id), (12, rerun.run_id)]

@@ -501,6 +501,27 @@ def test_unique_finds_a_string_key_already_on_main(wap):
     assert code == 3 and report.checks[0]["sample"] == [{"s": "k15", "count": 1, "on_main": True}]
 
 
+def raw_string_parquet(spark, path, names):
+    """A Parquet file of (id, name) whose names are the bytes given, UTF-8 or not (a Latin-1
+    export): Spark reads and writes a string's bytes as they are."""
+    from pyspark.sql import functions as F
+    df = spark.createDataFrame([(i, bytearray(n)) for i, n in enumerate(names)], "id long, name binary")
+    df.select("id", F.col("name").cast("string").alias("name")).coalesce(1).write.mode("overwrite").parquet(str(path))
+    return str(path)
+
+
+def test_unique_finds_a_key_already_on_main_whose_bytes_are_not_utf8(wap, spark):
+    """Iceberg writes such a key's bounds with U+FFFD for the bad bytes, which Spark orders as other
+    bytes: a key range taken from them would leave the key on main out of the look-up."""
+    unique = [{"check": "unique", "columns": ["name"]}]
+    key = b"m\xfcller"
+    first = raw_string_parquet(spark, wap.tmp / "day1", [b"anna", key])
+    assert wap.run(first, checks=unique, source_format="parquet")[0] == 0
+    code, report = wap.run(raw_string_parquet(spark, wap.tmp / "day2", [b"bert", key]), checks=unique,
+                           source_format="parquet")
+    assert code == 3 and report.checks[0]["failing_rows"] >= 1, report.checks
+
+
 def test_a_staged_batch_of_several_files_is_read_on_every_core(wap, spark):
     """Iceberg packs up to 16 MB into one task when it adapts its split size: a batch of a few
     small files would be audited by one task on one core of the two."""
