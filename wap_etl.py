@@ -1203,6 +1203,8 @@ _TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?:\s*([AaPp][Mm]))?")
 def location(path):
     """A location as the batch's files are spelled (normalize_path); a local one made absolute.
     Another scheme stays as written (s3:/bucket with one slash too), for the caller to refuse."""
+    if path[:5].lower() == "s3://":  # a scheme is case-insensitive (Glue's own examples: "S3://...")
+        path = "s3://" + path[5:]
     if "://" not in path and not path.startswith("file:") and not re.match(r"[A-Za-z][\w+.-]*:/", path):
         path = "file://" + os.path.abspath(path) + ("/" if path.endswith("/") else "")
     return normalize_path(path)
@@ -2797,8 +2799,9 @@ def _row_count(rule):
     b, check = _bounds(rule), {"check": "row_count"}
     if "condition" in b:
         for a in rule.cond.args:
-            if a.kind != "dyn" and not is_count(a.value):
+            if a.kind != "dyn" and not (is_number(a.value) and a.value >= 0 and a.value == int(a.value)):
                 raise _error(a.tok, "RowCount compares with whole numbers >= 0 here")
+        b["condition"]["values"] = [int(v) if isinstance(v, float) else v for v in b["condition"]["values"]]
         return {**check, **b}
     if "min" in b:   # whole rows: > 9.5 and > 9 both mean >= 10
         low = math.floor(b["min"]) + 1 if b.get("min_exclusive") else math.ceil(b["min"])
@@ -3007,9 +3010,9 @@ def _file_freshness(rule):
 def _file_size(rule):
     # Each file's size in bytes (1 KB = 1024 B); a threshold is on the share of files.
     cond = _condition(rule, _RANGE_OPS + _CONDITION_OPS)
-    for a in cond.args:
-        if a.kind != "size":
-            raise _error(a.tok, "expected a size such as 10 MB (units: B, KB, MB, GB, TB)")
+    for a in cond.args:  # a bare whole number is bytes, as in Glue
+        if not (a.kind == "size" or a.kind == "num" and is_count(a.value)):
+            raise _error(a.tok, "expected a size such as 10 MB (units: B, KB, MB, GB, TB), or bytes")
     values = [a.value for a in cond.args]
     bounds = {"condition": {"op": cond.op, "values": values}} if cond.op in _CONDITION_OPS else _range(cond.op, values)
     return {"check": "file_size", **_source(rule, _file_paths(rule)), **bounds}
@@ -6526,9 +6529,11 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
         kinds = {name: iceberg_type(table, name) for name in c.columns}
         # floating-point keys are not pruned (bounds leave NaN out, and -0.0 = 0.0 in Spark), nor
         # UUIDs (Spark reads them as text, Iceberg orders them as signed 128-bit numbers), nor a
-        # column the table's schema no longer names
+        # column the table's schema no longer names, nor strings whose bound holds U+FFFD (bytes
+        # that are not UTF-8 reach Python as that character, which Spark orders elsewhere)
         prunable = [(name, k, low, high) for name, k, (low, high) in zip(c.columns, keys, bounds)
-                    if low is not None and kinds[name] not in (None, "FLOAT", "DOUBLE", "UUID")]
+                    if low is not None and kinds[name] not in (None, "FLOAT", "DOUBLE", "UUID")
+                    and "\ufffd" not in f"{low}{high}"]
         ranges = [(name, low, high) for name, _, low, high in prunable
                   if kinds[name] in PLANNED_KEY_TYPES and "." not in name]
         if not ranges or main_may_hold(table, parent, ranges):

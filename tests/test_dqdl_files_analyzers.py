@@ -419,7 +419,7 @@ GRAMMAR_ERRORS = [
      'DQDL line 1, column 17: DataSources key "Owner" is not supported'),
     ('Rules = [ RowCount > 0 ]\nAnalyzers = [ IsComplete "id" ]',
      "DQDL line 2, column 15: 'IsComplete' is not supported as an analyzer"),
-    ('Rules = [\n  FileSize < 10 ]', "DQDL line 2, column 14: expected a size such as 10 MB"),
+    ('Rules = [\n  FileSize < 10.5 ]', "DQDL line 2, column 14: expected a size such as 10 MB"),
     ('Rules = [ FileMatch in ["not-hex"] ]', "DQDL line 1, column 25: a checksum is a quoted hex digest"),
     ('Rules = [ FileFreshness > "yesterday" ]', "DQDL line 1, column 27: compare with now()"),
     ('Rules = [ DetectAnomalies "Mean" ]', 'DQDL line 1, column 11: DetectAnomalies "Mean" takes 1 column'),

@@ -522,6 +522,15 @@ def test_unique_finds_a_key_already_on_main_whose_bytes_are_not_utf8(wap, spark)
     assert code == 3 and report.checks[0]["failing_rows"] >= 1, report.checks
 
 
+def test_a_string_bound_that_is_not_utf8_proves_nothing(wap, spark):
+    """b"\\xc0x" is below "é" as Spark compares bytes; its file's lower bound, decoded by Iceberg with
+    U+FFFD, is above it ("ÿ" is above it either way)."""
+    batch = raw_string_parquet(spark, wap.tmp / "day1", [b"\xc0x", "\u00ff".encode()])
+    code, report = wap.run(batch, checks=[{"check": "between", "column": "name", "min": "\u00e9"}],
+                           source_format="parquet")
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks
+
+
 def test_a_staged_batch_of_several_files_is_read_on_every_core(wap, spark):
     """Iceberg packs up to 16 MB into one task when it adapts its split size: a batch of a few
     small files would be audited by one task on one core of the two."""
