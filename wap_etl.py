@@ -82,6 +82,7 @@ ICEBERG_MAVEN = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.7.1"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 BRANCH_PREFIX = "audit_"
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$")  # a reference alias ("ref-1", as Glue's); never SQL
 BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+=@-]{0,127}$")
 # What every snapshot a run commits carries in its summary: who wrote it, from what, and how.
 BATCH_PROPERTY = "wap.batch_id"
@@ -366,6 +367,13 @@ def check_identifier(what, name):
     return name
 
 
+def check_alias(what, name):
+    if not isinstance(name, str) or not ALIAS.match(name):
+        raise bad_input(f"{what}: {name!r} is not a valid alias (letters, digits, _ and -; "
+                        "must start with a letter or _)")
+    return name
+
+
 def parse_table_name(name, value):
     """namespace.table, both plain identifiers: the catalog comes from --catalog.
     `name` is a parameter (`--name`) or, with a space in it, a check's label."""
@@ -417,7 +425,7 @@ def parse_reference_tables(text):
     an alias or a table name, never both."""
     aliases = parse_json_param("reference_tables", text, dict)
     for alias, table in aliases.items():
-        check_identifier("--reference_tables: alias", alias)
+        check_alias("--reference_tables: alias", alias)
         if not isinstance(table, str):
             raise bad_input(f"--reference_tables: {alias!r} must map to namespace.table, got {json.dumps(table)}")
         aliases[alias] = ".".join(parse_table_name(f"--reference_tables: {alias}", table))
@@ -695,7 +703,8 @@ COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fra
 # "record" measures a metric for the ledger (its history) with no verdict: it never fails or warns.
 RECORD = "record"
 ACTIONS = ("fail", "warn", "drop", RECORD)
-RECORDING_KINDS = ("stat", "row_count", "sql", "profile")
+RECORDING_KINDS = ("stat", "row_count", "sql", "profile", "row_count_match", "schema_match", "aggregate_match",
+                   "dataset_match")
 
 
 @dataclass(frozen=True)
@@ -793,11 +802,16 @@ def wrong_arity(value):
     return None
 
 
+def condition_shaped(value, valid):
+    """True if a JSON condition is {"op": a comparator, "values": a non-empty list of valid values}."""
+    return (isinstance(value, dict) and set(value) == {"op", "values"} and isinstance(value["op"], str)
+            and value["op"] in COMPARATORS and isinstance(value["values"], list) and value["values"]
+            and all(valid(v) for v in value["values"]))
+
+
 def parse_condition(value, what):
     """A condition from its JSON form {"op": "!=", "values": [100]}, or a message saying why not."""
-    if not (isinstance(value, dict) and set(value) == {"op", "values"} and isinstance(value["op"], str)
-            and value["op"] in COMPARATORS and isinstance(value["values"], list) and value["values"]
-            and all(is_literal_number(v) or isinstance(v, str) for v in value["values"])):
+    if not condition_shaped(value, lambda v: is_literal_number(v) or isinstance(v, str)):
         return None, (f"{what} must be {{\"op\": one of {', '.join(COMPARATORS)}, "
                       "\"values\": [numbers or dynamic values such as \"avg(last(10)) * 0.8\"]}")
     if wrong_arity(value):
@@ -857,6 +871,7 @@ class Check:
     algorithm: str = None  # file_match: the checksums' hash algorithm
     select: "FileSelection" = None  # file rules: which of the files they read (newest, path regex)
     match_file_name: bool = False  # file_match with compare_path: files paired by name, not content only
+    time_zone: str = None  # file_freshness: the zone its dates and times of day are in (default UTC)
 
     @property
     def row_level(self):
@@ -1051,10 +1066,10 @@ AGGREGATE = re.compile(r"(?i)(sum|avg)\(\s*(?:([^.()]+(?:\.[^.()]+)?)\.)?([^.()]
 
 
 def reference_name(s, what, name):
-    """An alias (an identifier) or namespace.table, as a rule writes it; resolved later."""
+    """An alias or namespace.table, as a rule writes it; resolved later."""
     if "." in name:
         return ".".join(parse_table_name(f"{s.label}: {what}", name))
-    return check_identifier(f"{s.label}: {what}", name)
+    return check_alias(f"{s.label}: {what}", name)
 
 
 def parse_reference(s):
@@ -1160,6 +1175,11 @@ def parse_sql(s):
     s.check.query = s.text("query", "a SQL query")
 
 
+def parse_sql_rows(s):
+    """query: the batch's rows that pass, as the columns of {batch} it returns."""
+    s.check.query = s.text("query", "a SQL query")
+
+
 def parse_stat(s):
     c, spec = s.check, s.spec
     s.bounds(is_number, "a number")
@@ -1254,8 +1274,10 @@ class FileSelection:
         return files
 
 
-def file_time(text, now):
-    """Epoch seconds of a time value (UTC), or None if it is not one."""
+def file_time(text, now, zone=None):
+    """Epoch seconds of a time value, or None if it is not one; a time of day is today's in `zone`,
+    a tzinfo (default UTC)."""
+    zone = zone or timezone.utc
     text = text.strip()
     m = _NOW.fullmatch(text)
     if m:
@@ -1270,11 +1292,10 @@ def file_time(text, now):
             hour = hour % 12 + (12 if m[3].lower() == "pm" else 0)
         if hour > 23 or minute > 59:
             return None
-        midnight = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-        return midnight.timestamp() + hour * 3600 + minute * 60
+        return datetime.fromtimestamp(now, zone).replace(hour=hour, minute=minute, second=0, microsecond=0).timestamp()
     if not _DATETIME.fullmatch(text):
         return None
-    try:
+    try:  # a date is UTC whatever the zone, as in Glue
         return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
     except ValueError:
         return None
@@ -1284,13 +1305,34 @@ def parse_file_freshness(s):
     """condition: {"op", "values": [times]}: each file's modification time against them."""
     parse_file_path(s)
     value = s.spec["condition"]
-    s.need(isinstance(value, dict) and set(value) == {"op", "values"} and isinstance(value["op"], str)
-           and value["op"] in COMPARATORS and isinstance(value["values"], list) and value["values"]
-           and all(isinstance(v, str) and file_time(v, 0) is not None for v in value["values"]),
+    s.need(condition_shaped(value, lambda v: isinstance(v, str) and file_time(v, 0) is not None),
            "condition must be {\"op\": one of " + ", ".join(COMPARATORS) + ", \"values\": [times: "
            "\"now()\", \"now() - 24 hours\", \"2024-01-31\", \"2024-01-31 10:00\", \"21:45\", \"9:30 PM\"]}")
     s.need(not wrong_arity(value), f"condition {wrong_arity(value)}")
     s.check.condition = Condition(value["op"], list(value["values"]))
+    if "time_zone" in s.spec:
+        s.need(isinstance(s.spec["time_zone"], str) and time_zone(s.spec["time_zone"]) is not None,
+               f"time_zone must be an IANA time zone such as \"America/New_York\", got {json.dumps(s.spec['time_zone'])}")
+        s.check.time_zone = s.spec["time_zone"]
+
+
+def time_zone(name):
+    """The tzinfo of a zone as Java's ZoneId reads it (Glue's): an IANA region ("America/New_York",
+    from the system's tz database) or a fixed offset ("+05:30", "UTC+3", "GMT-02:00"); None if none."""
+    from zoneinfo import ZoneInfo
+    m = re.fullmatch(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?|(Z|UTC|GMT|UT)", name)
+    if m:
+        if m[4]:
+            return timezone.utc
+        offset = timedelta(hours=int(m[2]), minutes=int(m[3] or 0))
+        return timezone(-offset if m[1] == "-" else offset) if offset <= timedelta(hours=18) else None
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)+|[A-Z][A-Za-z0-9]*", name) \
+            or name.split("/")[0] in ("posix", "right"):  # copies of the database Java does not know
+        return None
+    try:
+        return ZoneInfo(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        return None
 
 
 def parse_file_size(s):
@@ -1374,11 +1416,13 @@ def parse_kind(s, kind):
         c.allow_null = spec["allow_null"]
     KINDS[kind].parse(s)
     if "threshold" in spec:
-        need(kind in ROW_CHECKS + PER_FILE_KINDS,
-             f"threshold applies to row checks ({', '.join(ROW_CHECKS)}) and to {', '.join(PER_FILE_KINDS)}")
+        need(kind in THRESHOLD_KINDS, f"threshold applies to {', '.join(THRESHOLD_KINDS)}")
         c.threshold, message = parse_condition(spec["threshold"], "threshold")
         need(c.threshold is not None, message)
-        need(not c.threshold.dynamic, "a threshold takes numbers")
+        need(not c.threshold.dynamic and all(0 <= v <= 1 for v in c.threshold.values),
+             "a threshold takes numbers from 0 to 1 (the share of rows that pass)")
+        need(not {"max_failing_rows", "max_failing_fraction"} & spec.keys(),
+             "give a threshold or max_failing_rows/max_failing_fraction, not both")
     if "labels" in spec:
         need(isinstance(spec["labels"], dict)
              and all(isinstance(k, str) and isinstance(v, str) for k, v in spec["labels"].items()),
@@ -1479,13 +1523,7 @@ def validate_checks_against(spark, checks, df, t):
         if KINDS[c.check].validate:
             KINDS[c.check].validate(v, c, label)
         if c.query:
-            main = spark.table(t.sql) if table_exists(spark, t) else df.limit(0)
-            try:
-                table = main.unionByName(df, allowMissingColumns=True)
-            except Exception:  # types the table plan refuses: that error comes next, exit 2
-                table = main
-            with sql_views(spark, df, table, main) as views:
-                sql_query(spark, c, label, views)
+            valid_query(spark, c, label, df, t)
     try:
         if v.conditions:
             df.select(*[failing_rows_condition(c) for c, _ in v.conditions]).schema
@@ -1497,6 +1535,32 @@ def validate_checks_against(spark, checks, df, t):
                 raise bad_input(f"{label}: cannot apply to column {c.column!r}: "
                                 f"{first_line(e)}") from None
         raise
+
+
+def valid_query(spark, c, label, df, t):
+    """A check's query, as it will run against the batch `df` (and a row-level one paired with it)."""
+    main = spark.table(t.sql) if table_exists(spark, t) else df.limit(0)
+    try:
+        table = main.unionByName(df, allowMissingColumns=True)
+    except Exception:  # types the table plan refuses: that error comes next, exit 2
+        table = main
+    with sql_views(spark, df, table, main) as views:
+        returned = sql_query(spark, c, label, views, df.columns)
+        if c.check == "sql_rows":
+            try:
+                [x.schema for x in unreturned_rows(df, returned)]
+            except Exception as e:  # a map column cannot be compared, say
+                raise bad_input(f"{label}: the query's rows cannot be paired with the batch's: {first_line(e)}") from None
+
+
+def validate_staged_queries(spark, checks, plan, t):
+    """A merge carries columns only its --delete_condition reads, which the staged rows (a query's
+    {batch} at the audit) lack: its queries are validated again without them."""
+    staged = plan.df.select(*[col(n) for n in plan.columns])
+    if len(staged.columns) < len(plan.df.columns):
+        for c in leaf_checks(checks):
+            if c.query:
+                valid_query(spark, c, f"check {c.name!r}", staged, t)
 
 
 @dataclass
@@ -1572,19 +1636,23 @@ PROFILE_TYPED_STATS = (("NumericType", ("min", "max")), ("StringType", ("min_len
 
 
 def expand_profiles(checks, df):
-    """Each profile as the recorded checks it stands for: the row count and its column's
-    statistics, which depend on the column's type (known only now, from the batch's schema)."""
+    """Each profile as the recorded checks it stands for: the row count and its column's (column
+    "*": every column's) statistics, which depend on the column's type (known only now, from the
+    batch's schema)."""
     from pyspark.sql import types as T
     out = []
     for c in checks:
         if c.check != "profile":
             out.append(c)
             continue
-        dtype = next((f.dataType for f in df.schema.fields if f.name.lower() == c.column.lower()), None)
-        typed = [stats for kind, stats in PROFILE_TYPED_STATS if isinstance(dtype, getattr(T, kind))]
         out.append(replace(c, check="row_count", column=None, name=f"{c.name}: row_count"))
-        out += [replace(c, check="stat", stat=stat, name=f"{c.name}: {stat}")
-                for stat in PROFILE_STATS + (typed[0] if typed else ())]
+        every = c.column == "*"
+        for f in df.schema.fields if every else [f for f in df.schema.fields if f.name.lower() == c.column.lower()] or [None]:
+            typed = [stats for kind, stats in PROFILE_TYPED_STATS if f and isinstance(f.dataType, getattr(T, kind))]
+            column = f.name if every else c.column
+            out += [replace(c, check="stat", stat=stat, column=column,
+                            name=f"{c.name}: {column}: {stat}" if every else f"{c.name}: {stat}")
+                    for stat in PROFILE_STATS + (typed[0] if typed else ())]
     return out
 
 
@@ -1777,9 +1845,10 @@ def check_condition(spark, df, what, text):
         raise bad_input(f"{what} must be a condition (boolean), got {dtype.simpleString()}")
 
 
-def sql_query(spark, c, label, views):
-    """The check's query with its placeholders bound; only a query that returns one number is
-    accepted, and nothing that is not a query is ever run (the parser is asked first)."""
+def sql_query(spark, c, label, views, columns):
+    """The check's query with its placeholders bound; only a query that returns one number (for
+    sql_rows: columns of the batch, `columns`) is accepted, and nothing that is not a query is ever
+    run (the parser is asked first)."""
     from pyspark.sql import types as T
     text = c.query
     for key, view in views.items():
@@ -1811,6 +1880,13 @@ def sql_query(spark, c, label, views):
     # differently at each analysis (current_timestamp() in it), and a catalog view can be replaced
     analyzed = internal_proof(label, lambda: analyzed_plan(df))
     prove_read_only(analyzed)
+    if c.check == "sql_rows":
+        known = {x.lower() for x in columns}
+        names = [f.name.lower() for f in fields]
+        if not fields or len(set(names)) < len(names) or not set(names) <= known:
+            raise bad_input(f"{label}: a row-level query returns columns of the batch (primary), each "
+                            "once, by which its rows are the batch's; returns " + ", ".join(f.name for f in fields))
+        return df
     if len(fields) != 1 or not isinstance(fields[0].dataType, T.NumericType):
         raise bad_input(f"{label}: query must return one number, returns columns "
                         + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields))
@@ -1915,7 +1991,7 @@ def first_line(error):
 _Token = namedtuple("Token", "kind text value start end line col")
 _Cond = namedtuple("Cond", "op args tok")     # op: "=", "!=", ">", ..., "between", "not in", ...
 _Val = namedtuple("Val", "kind value tok")    # kind: num str null empty blank now dur size
-_Rule = namedtuple("Rule", "tok params cond where threshold tags", defaults=({},))
+_Rule = namedtuple("Rule", "tok params cond where threshold tags record", defaults=({}, False))  # record: an analyzer
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+) | (?P<comment>\#[^\n]*)
@@ -2096,7 +2172,7 @@ class _Parser:
             params.append(self.take())
         name = self.text(start)
         return [{"name": name + (f" ({spec.pop('part')})" if "part" in spec else ""), **spec, "action": RECORD}
-                for spec in _ANALYZERS[tok.text](_Rule(tok, params, None, None, None))]
+                for spec in _ANALYZERS[tok.text](_Rule(tok, params, None, None, None, record=True))]
 
     def section(self, name):
         """Metadata = { "Version": "1.0" } or DataSources = { "Primary": "...", ... }: a
@@ -2168,23 +2244,32 @@ class _Parser:
         return [v._replace(tok=dollar) for v in value] if isinstance(value, list) else \
             value._replace(tok=dollar)
 
-    def labels(self):
-        """= [ "key" = "value", ... ]"""
+    def labels(self, base=None):
+        """= [ "key" = "value", ... ] over `base` (DefaultLabels, or a rule's own), with Glue's
+        limits: 1 to 10 labels, unique non-empty keys of up to 128 characters, values of up to 256."""
         self.expect("=")
-        self.expect("[")
-        labels = {}
+        start = self.expect("[")
+        labels, base = {}, dict(base or {})
+        if self.at("]"):
+            raise _error(self.peek(), 'labels = [] holds no label; write "key" = "value"')
         while not self.at("]"):
             if labels:
                 self.expect(",")
             key = self.take()
             self.expect("=")
             value = self.take()
-            for tok in (key, value):
+            for tok, most in ((key, 128), (value, 256)):
                 if tok.kind != "string":
                     raise _error(tok, f"a label is \"key\" = \"value\", found {_describe(tok)}")
+                if not tok.value or len(tok.value) > most:
+                    raise _error(tok, f"a label's {'key' if tok is key else 'value'} has 1 to {most} characters")
+            if key.value in labels:
+                raise _error(key, f"label {key.text} given twice")
             labels[key.value] = value.value
         self.take()
-        return labels
+        if len(self.default_labels) + len(labels) > 10:  # counted as Glue counts them, an override too
+            raise _error(start, "at most 10 labels a rule (DefaultLabels included)")
+        return {**base, **labels}
 
     def top_rule(self):
         """One rule, named by its source text (whitespace and comments between tokens made one
@@ -2220,7 +2305,7 @@ class _Parser:
             self.expect(")")
             if self.at("labels"):
                 self.take()
-                body["labels"] = {**self.default_labels, **body.get("labels", {}), **self.labels()}
+                body["labels"] = self.labels({**self.default_labels, **body.get("labels", {})})
         body["name"] = self.text(start)
         return body
 
@@ -2233,8 +2318,14 @@ class _Parser:
                               f"supported: {', '.join(sorted(_HANDLERS))}")
         params = []
         while True:   # parameters: "quoted" or bare names or $variables, optionally after 'of'/'and'
-            if self.at("of", "and") and (_is_param(self.peek(1)) or self.at("$", ahead=1)):
+            # DetectAnomalies of RowCount: a rule type, bare, as its first parameter
+            rule_name = lambda ahead: (tok.text == "DetectAnomalies" and not params
+                                       and self.peek(ahead).kind == "word" and self.peek(ahead).text in _HANDLERS)
+            if self.at("of", "and") and (_is_param(self.peek(1)) or self.at("$", ahead=1) or rule_name(1)):
                 self.take()
+            if rule_name(0):
+                params.append(self.take())
+                continue
             if self.at("$"):
                 val = self.dereference()
                 if isinstance(val, list) or val.kind != "str":
@@ -2260,7 +2351,7 @@ class _Parser:
             if word.text.lower() == "labels":
                 if labels is not None:
                     raise _error(word, "'labels' given twice")
-                labels = self.labels()
+                labels = self.labels(self.default_labels)
                 continue
             if word.text.lower() == "with" and self.peek().text in _TAGS.get(tok.text, ()):
                 if self.peek().text in tags:
@@ -2286,7 +2377,7 @@ class _Parser:
             check["where"] = where.value
         if threshold is not None:
             check.update(_threshold(rule))
-        labels = {**self.default_labels, **(labels or {})}
+        labels = self.default_labels if labels is None else labels
         if labels:
             check["labels"] = labels
         return check
@@ -2582,7 +2673,9 @@ def _bounds(rule, complement=False):
     """min/max of a numeric condition; DQDL's between is exclusive (awslabs/dqdl
     NumberBasedCondition: metric > low && metric < high), so both ends get *_exclusive. !=, not
     between, in and not in become a condition on the metric. `complement`: the condition is on
-    1 - the metric (Completeness as the null fraction)."""
+    1 - the metric (Completeness as the null fraction). An analyzer has none."""
+    if rule.record:
+        return {}
     cond = _condition(rule, _RANGE_OPS + _CONDITION_OPS)
     for a in cond.args:
         if a.kind not in ("num", "dyn"):
@@ -2606,16 +2699,15 @@ def _range(op, values):
                         "max_exclusive": True}}[op]
 
 
-def _threshold(rule):
-    """'with threshold > t' (share of rows that pass) as max_failing_fraction = 1 - t. The
-    check allows fraction <= 1 - t, so a strict '>' is read as '>=' (differs only at equality).
-    Any other comparator is a condition on the share of rows that pass."""
-    cond = rule.threshold
+def _threshold(rule, cond=None):
+    """'with threshold >= t' (the share of rows that pass) as max_failing_fraction = 1 - t; any
+    other comparator, a strict '>' too, is a condition on that share."""
+    cond = cond or rule.threshold
     for t in cond.args:
         if t.kind != "num" or not 0 <= t.value <= 1:
             raise _error(t.tok, "a threshold is a number from 0 to 1")
     t = cond.args[0]
-    if cond.op in (">", ">=") or (cond.op == "=" and t.value == 1):
+    if cond.op == ">=" or (cond.op == "=" and t.value == 1):
         return {} if t.value >= 1 else {"max_failing_fraction": _complement(t.value)}
     return {"threshold": {"op": cond.op, "values": [a.value for a in cond.args]}}
 
@@ -2675,7 +2767,7 @@ _TYPES = {"boolean": "boolean", "date": "date", "timestamp": "timestamp", "integ
 def _column_data_type(rule):
     # Documented as "the values can be cast in Apache Spark to the type" (a string column of
     # digits passes = "INTEGER"), with a threshold: a per-row test, not the declared schema type.
-    column, cond = _columns(rule), _condition(rule, ("=", "in"))
+    column, cond = _columns(rule), _condition(rule, ("=", "in", "!=", "not in"))
     types = []
     for a in cond.args:
         name = a.value.strip().lower() if a.kind == "str" else ""
@@ -2685,6 +2777,8 @@ def _column_data_type(rule):
         types.append(f"decimal({m[1]},{m[2]})" if m else _TYPES[name])
     c = quote(column)
     casts = [f"try_cast({c} AS {t}) IS NOT NULL" for t in types]
+    if cond.op in ("!=", "not in"):  # castable to none of them
+        return _expr(f"{c} IS NULL OR NOT ({' OR '.join(casts)})")
     return _expr(" OR ".join([f"{c} IS NULL"] + casts))
 
 
@@ -2857,16 +2951,19 @@ def _batch_alias(sql):
 
 
 def _custom_sql(rule):
+    # With a condition: on the one number the query returns. Without: the row-level form, the
+    # rows the query returns pass (with threshold: on their share).
     query, = _strings(rule, "one quoted SQL statement", 1)
     if rule.cond is None:
-        raise _error(rule.tok, "CustomSql without a condition (the row-level form) is not "
-                               "supported; compare a single value, e.g. CustomSql \"...\" > 0")
+        return {"check": "sql_rows", "query": _batch_alias(query)}
+    if rule.threshold is not None:
+        raise _error(rule.threshold.tok, "CustomSql takes a condition or (row-level) a threshold, not both")
     return {"check": "sql", "query": _batch_alias(query), **_bounds(rule)}
 
 
 def _referential_integrity(rule):
     # The value is the share of primary rows found in the reference ("alias.col" or
-    # "alias.{a,b}"); ">= t" (and "> t", read as >=) allows 1 - t of the rows to fail.
+    # "alias.{a,b}"): a condition on the share of rows that pass, as a threshold is.
     if len(rule.params) != 2 or any(p.kind != "string" for p in rule.params):
         raise _error(rule.tok, 'ReferentialIntegrity takes "cols" "table.col" or "table.{a,b}"')
     cols = [c.strip() for c in rule.params[0].value.split(",")]
@@ -2878,15 +2975,13 @@ def _referential_integrity(rule):
     ref_cols = [c.strip() for c in col.split(",")]
     if not table or not all(cols + ref_cols) or len(cols) != len(ref_cols):
         raise _error(rule.params[1], f"cannot pair {rule.params[0].text} with {rule.params[1].text}")
-    cond = _condition(rule, (">", ">=", "="))
-    t = cond.args[0]
-    if t.kind != "num" or not 0 <= t.value <= 1 or (cond.op == "=" and t.value != 1):
-        raise _error(t.tok, "ReferentialIntegrity compares with a share from 0 to 1 "
-                            "(= only with 1.0)")
+    _reference(rule.params[1], table)
+    cond = _condition(rule)
+    for a in cond.args:
+        if a.kind != "num" or not 0 <= a.value <= 1:
+            raise _error(a.tok, "ReferentialIntegrity compares with a share from 0 to 1")
     check = {"check": "relationship", "columns": cols, "to_table": table, "to_columns": ref_cols}
-    if t.value < 1:
-        check["max_failing_fraction"] = _complement(t.value)
-    return check
+    return {**check, **_threshold(rule, cond)}
 
 
 def _data_freshness(rule):
@@ -2913,11 +3008,19 @@ def _strings(rule, usage, low, high=None):
     return [p.value for p in rule.params]
 
 
+def _reference(tok, name):
+    """A reference dataset as a rule names it, checked at its place: namespace.table or an alias."""
+    if "." not in name and not ALIAS.match(name):
+        raise _error(tok, f"{name!r} is neither namespace.table nor an alias (letters, digits, _ and -, "
+                          "starting with a letter or _)")
+    return name
+
+
 def _reference_rule(check):
     """RowCountMatch, SchemaMatch: a condition on the batch's share of a reference."""
     def rule_to_check(rule):
         reference, = _strings(rule, '"reference" (an alias or namespace.table)', 1)
-        return {"check": check, "reference": reference, **_bounds(rule)}
+        return {"check": check, "reference": _reference(rule.params[0], reference), **_bounds(rule)}
     return rule_to_check
 
 
@@ -2939,7 +3042,7 @@ def _dataset_match(rule):
     # Glue's share of the batch's rows equal to the reference row of their key; see README.
     _strings(rule, '"reference" "keys" and optionally "match columns", e.g. "ref" "id->ref_id" "a,b->c"', 2, 3)
     columns, to_columns = _mappings(rule.params[1])
-    check = {"check": "dataset_match", "reference": rule.params[0].value, "columns": columns,
+    check = {"check": "dataset_match", "reference": _reference(rule.params[0], rule.params[0].value), "columns": columns,
              "to_columns": to_columns}
     if len(rule.params) == 3:
         check["match_columns"], check["to_match_columns"] = _mappings(rule.params[2])
@@ -2986,6 +3089,10 @@ def _source(rule, paths):
             if cond.op != "in" or not all(isinstance(x, str) for x in order) or sorted(order) != sorted(_SELECTION_TAGS):
                 raise _error(cond.tok, 'filterOrder in ["recentFiles", "uriRegex"], in the order to apply them')
             spec["filter_order"] = [_SELECTION_TAGS[x] for x in order]
+        elif name == "timeZone":
+            if cond.op != "=" or value.kind != "str" or time_zone(value.value) is None:
+                raise _error(cond.tok, 'timeZone = "an IANA time zone", e.g. "America/New_York"')
+            spec["time_zone"] = value.value
     return spec
 
 
@@ -3104,9 +3211,9 @@ _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Unique
              "Mean", "Sum", "StandardDeviation", "DistinctValuesCount", "ColumnLength",
              "IsPrimaryKey", "ColumnValues", "DataFreshness", "Variance", "Entropy",
              "UniqueValueRatio", "ColumnCorrelation"}
-_THRESHOLD_OK = {"ColumnValues", "ColumnDataType", "FileFreshness", "FileSize"}
+_THRESHOLD_OK = {"ColumnValues", "ColumnDataType", "FileFreshness", "FileSize", "CustomSql"}
 # with <tag> = "value" (or in [...]), besides with threshold
-_TAGS = {"FileFreshness": ("recentFiles", "uriRegex", "filterOrder"), "FileSize": ("recentFiles", "uriRegex", "filterOrder"),
+_TAGS = {"FileFreshness": ("recentFiles", "uriRegex", "filterOrder", "timeZone"), "FileSize": ("recentFiles", "uriRegex", "filterOrder"),
          "FileUniqueness": ("recentFiles", "uriRegex", "filterOrder"),
          "FileMatch": ("hashAlgorithm", "matchFileName", "recentFiles", "uriRegex", "filterOrder")}
 _SECTION_KEYS = {"Metadata": ("Version",), "DataSources": ("Primary", "AdditionalDataSources")}
@@ -3134,7 +3241,10 @@ _ANALYZERS = {
     "DistinctValuesCount": _recorded("distinct_count", None), "UniqueValueRatio": _recorded("unique_value_ratio"),
     "ColumnCorrelation": _recorded("correlation", 2), "ColumnLength": _recorded(("min_length", "max_length")),
     "CustomSql": lambda rule: [{"check": "sql", "query": _batch_alias(*_strings(rule, "one quoted SQL statement", 1))}],
-    "AllStatistics": lambda rule: [{"check": "profile", "column": _columns(rule)}]}
+    "AllStatistics": lambda rule: [{"check": "profile", "column": "*" if _columns(rule) == "AllColumns" else _columns(rule)}],
+    # the comparisons with a reference dataset record the value their rule would compare
+    **{name: (lambda handler: lambda rule: [handler(rule)])(_HANDLERS[name])
+       for name in ("RowCountMatch", "SchemaMatch", "AggregateMatch", "DatasetMatch")}}
 
 
 
@@ -4363,6 +4473,13 @@ class Ledger:
         df = self.runs()
         if status is not None:
             df = df.filter(F.col("status") == str(status))
+        # the newest rows, a few per run at most (its own, one completed for it): one job, no shuffle
+        rows = df.orderBy(F.col("finished_at").desc_nulls_last()).limit(3 * limit).collect()
+        newest = {}
+        for r in rows:
+            newest.setdefault(r["run_id"], r)
+        if len(newest) >= limit or len(rows) < 3 * limit:
+            return list(newest.values())[:limit]
         newest = Window.partitionBy("run_id").orderBy(F.col("finished_at").desc_nulls_last())
         return (df.withColumn("_n", F.row_number().over(newest)).filter("_n = 1").drop("_n")
                 .orderBy(F.col("finished_at").desc_nulls_last()).limit(limit).collect())
@@ -4675,6 +4792,7 @@ class TablePlan:
     """What the table needs before this batch can be written. Decided, with every refusal, before
     anything is written: bad input leaves no table, column or property behind."""
     df: object  # the batch lined up with the table's columns
+    columns: list  # the table's columns once the plan is carried out
     create: bool = False
     add_columns: list = field(default_factory=list)  # StructFields, for --schema_evolution add_columns
     enable_wap: bool = False
@@ -4696,7 +4814,7 @@ def plan_table(spark, p, t, df):
                                 "partition column holds one value per row")
         if p.mode == "overwrite_partitions" and not p.partition_by:
             raise bad_input(UNPARTITIONED_OVERWRITE)
-        return TablePlan(df=df, create=True)
+        return TablePlan(df=df, columns=list(df.columns), create=True)
     if overwrites_unpartitioned(p, table):
         raise bad_input(UNPARTITIONED_OVERWRITE)
     schema = table_schema(spark, table)
@@ -4711,7 +4829,7 @@ def plan_table(spark, p, t, df):
         raise bad_input(f"schema: the batch has columns the table lacks: "
                         f"{', '.join(f.name for f in extra)} (--schema_evolution add_columns adds them)")
     target = T.StructType(schema.fields + [T.StructField(f.name, f.dataType, True) for f in add])
-    return TablePlan(df=align_to_schema(df, target, keep), add_columns=add,
+    return TablePlan(df=align_to_schema(df, target, keep), columns=target.fieldNames(), add_columns=add,
                      enable_wap=not wap_enabled(table))
 
 
@@ -5039,7 +5157,7 @@ def with_commit_properties(spark, properties, action):
         raise Callback.error
 
 
-def check_merge_columns(spark, p, t, df, plan):
+def check_merge_columns(spark, p, df, plan):
     """The merge keys are columns of the batch and the delete condition reads it (alias s), as
     MERGE reads it: beside the table (t), where a name both have is ambiguous unless qualified."""
     from pyspark.sql import functions as F
@@ -5049,17 +5167,15 @@ def check_merge_columns(spark, p, t, df, plan):
             raise bad_input(f"--merge_keys: unknown column {k!r}; columns: {', '.join(df.columns)}")
     if p.delete_condition:
         check_condition(spark, df.alias("s"), "--delete_condition", p.delete_condition)
-        target = (list(plan.df.columns) if plan.create else
-                  [f.name for f in spark.table(t.sql).schema.fields] + [f.name for f in plan.add_columns])
-        table = spark.range(0).select(*[F.lit(None).cast("string").alias(c) for c in target])
+        table = spark.range(0).select(*[F.lit(None).cast("string").alias(c) for c in plan.columns])
         check_condition(spark, df.alias("s").crossJoin(table.alias("t")), "--delete_condition",
                         p.delete_condition)
 
 
-def check_merge_batch(spark, p, t, df, plan):
+def check_merge_batch(spark, p, df, plan):
     """A MERGE whose source repeats a key is undefined: refuse the batch before writing."""
     from pyspark.sql import functions as F
-    check_merge_columns(spark, p, t, df, plan)
+    check_merge_columns(spark, p, df, plan)
     nulls = df.agg(*[F.sum(col(k).isNull().cast("long")).alias(f"n{i}")
                      for i, k in enumerate(p.merge_keys)]).first()
     for i, k in enumerate(p.merge_keys):
@@ -5359,9 +5475,10 @@ def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail
         if c.max_failing_fraction is not None:
             passed = passed and fraction <= c.max_failing_fraction
         if c.threshold is not None:  # the share of rows that pass, under the condition
-            passed = c.threshold.holds(1 - fraction)
+            share = (total_rows - failing_rows) / total_rows if total_rows else 1.0  # 66/100 is 0.66; 1 - 0.34 is not
+            passed = c.threshold.holds(share)
             if not passed:
-                detail = f"{1 - fraction:.6g} of the rows passed, expected {c.threshold}"
+                detail = f"{share:.6g} of the rows passed, expected {c.threshold}"
     result = {"name": c.name, "check": c.check, "action": c.action, "passed": passed,
               "failing_rows": failing_rows, "failing_fraction": round(fraction, 6),
               "max_failing_rows": c.max_failing_rows, "max_failing_fraction": c.max_failing_fraction,
@@ -5661,16 +5778,48 @@ def audit_sql(a, c):
     return judged(a, c, *sql_value(a, c))
 
 
-def sql_value(a, c):
-    """(the value of the query over {batch}, {table} (as it would be published) and {main} (before
-    this run), why there is none)."""
+def query_views(a):
+    """The views a query reads: {batch}, {table} (as it would be published), {main} (before this run)."""
     table = a.whole_table if a.whole_table is not None else read_snapshot(a.spark, a.t, a.staged_id)
     main = read_snapshot(a.spark, a.t, a.parent) if a.parent is not None else table.limit(0)
-    with sql_views(a.spark, a.staged_df, table, main) as views:
-        rows = sql_query(a.spark, c, f"check {c.name!r}", views).take(2)
+    return sql_views(a.spark, a.staged_df, table, main)
+
+
+def sql_value(a, c):
+    """(the value of the query, why there is none)."""
+    with query_views(a) as views:
+        rows = sql_query(a.spark, c, f"check {c.name!r}", views, a.staged_df.columns).take(2)
     if len(rows) != 1:
         return None, f"the query returned {len(rows)} rows, expected one"
     return (None, "the query returned NULL") if rows[0][0] is None else (float(rows[0][0]), None)
+
+
+def audit_sql_rows(a, c):
+    """Glue's row-level CustomSql: the batch's rows the query returns pass and the others fail,
+    paired on the columns it returns (NULL equal to NULL)."""
+    with query_views(a) as views:
+        returned = sql_query(a.spark, c, f"check {c.name!r}", views, a.staged_df.columns)
+        missing, strays = unreturned_rows(a.staged_df, returned)
+        failing = missing.count()
+        result = check_result(c, failing, a.total)
+        if failing:
+            result["sample"] = sample_rows(missing)
+        strays = strays.count()
+    if strays:  # as in Glue, which fails a rule whose query returns rows the dataset does not hold
+        result.update(passed=False, detail=f"the query returned {strays} row{'s' if strays != 1 else ''} "
+                                           "the batch does not hold")
+    return result
+
+
+def unreturned_rows(df, returned):
+    """(df's rows the query did not return, the query's distinct rows that are none of df's),
+    paired on the columns it returns, NULL equal to NULL."""
+    from pyspark.sql import functions as F
+    tag = f"_wap_q{uuid.uuid4().hex[:8]}_"
+    theirs = returned.select(*[col(n).alias(f"{tag}{i}") for i, n in enumerate(returned.columns)]).distinct()
+    same = functools.reduce(lambda x, y: x & y, [col(n).eqNullSafe(F.col(f"{tag}{i}"))
+                                                 for i, n in enumerate(returned.columns)])
+    return df.join(theirs, same, "left_anti"), theirs.join(df, same, "left_anti")
 
 
 def plain(value):
@@ -6838,8 +6987,8 @@ def per_file_result(c, files, failing, about):
 
 def audit_file_freshness(a, c, files):
     """Each file's last modification against the times (now() as of this audit)."""
-    now = time.time()
-    condition = Condition(c.condition.op, [file_time(v, now) for v in c.condition.values])
+    now, zone = time.time(), time_zone(c.time_zone) if c.time_zone else None
+    condition = Condition(c.condition.op, [file_time(v, now, zone) for v in c.condition.values])
     return per_file_result(c, files, [f for f in files if not condition.holds(f.modified)],
                            lambda f: {"modified": datetime.fromtimestamp(f.modified, timezone.utc).isoformat()})
 
@@ -6976,6 +7125,8 @@ KINDS = {
                          audit_relationship, decided_by="scan", reads="another table", validate=valid_relationship),
     "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
                 where=False),
+    "sql_rows": Kind(({"query"}, set()), parse_sql_rows, audit_sql_rows, decided_by="scan", reads="main",
+                     where=False),
     "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations", "query"}), parse_anomaly, audit_anomaly,
                     statistic, reads=LEDGER_READS, validate=valid_stat),
     "row_count_match": Kind(({"reference"}, MEASURE), parse_reference, audit_row_count_match,
@@ -6991,7 +7142,7 @@ KINDS = {
     "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
     # recorded as the checks it stands for (expand_profiles, once the column's type is known)
     "profile": Kind(({"column"}, set()), parse_profile, judge=None),
-    "file_freshness": Kind(({"condition"}, {"path"} | FILE_SELECTION), parse_file_freshness, audit_files(audit_file_freshness),
+    "file_freshness": Kind(({"condition"}, {"path", "time_zone"} | FILE_SELECTION), parse_file_freshness, audit_files(audit_file_freshness),
                            decided_by="files", where=False),
     "file_size": Kind((set(), BOUNDS | {"condition", "path"} | FILE_SELECTION), parse_file_size, audit_files(audit_file_size),
                       decided_by="files", where=False),
@@ -7004,6 +7155,8 @@ KINDS = {
 CHECK_PARAMS = {name: kind.params for name, kind in KINDS.items()}
 CHECK_READS = {name: kind.reads for name, kind in KINDS.items()}
 ROW_CHECKS = tuple(name for name, kind in KINDS.items() if kind.fails)
+# a threshold: a condition on the share of rows (or files) that pass
+THRESHOLD_KINDS = ROW_CHECKS + ("relationship", "sql_rows") + PER_FILE_KINDS
 
 
 # =================================================================================================
@@ -7476,7 +7629,7 @@ GLUE_METRICS = {
     "expression": ("ColumnValues.Compliance", passing_share),
     "unique": ("Uniqueness", passing_share), "primary_key": ("Uniqueness", passing_share),
     "relationship": ("ReferentialIntegrity", passing_share), "row_count": ("RowCount", observed_number),
-    "sql": ("CustomSQL", observed_number), "volume": ("RowCountRatio", observed_number),
+    "sql": ("CustomSQL", observed_number), "sql_rows": ("CustomSQL.Compliance", passing_share), "volume": ("RowCountRatio", observed_number),
     "freshness": ("DataFreshness.AgeHours", observed_number),
 }
 GLUE_STATS = {"row_count": "RowCount", "mean": "Mean", "sum": "Sum", "stddev_pop": "StandardDeviation",
@@ -8490,12 +8643,13 @@ def dry_run(spark, p, checks):
         df = apply_transform(source)
         validate_checks_against(spark, checks, df, t)
         plan = plan_table(spark, p, t, df)
+        validate_staged_queries(spark, checks, plan, t)
     except WapError:
         raise
     except Exception as e:
         raise explain_read_failure(spark, p, source, sample, e) from None
     if p.mode == "merge":
-        check_merge_columns(spark, p, t, df, plan)
+        check_merge_columns(spark, p, df, plan)
     lines = ["dry run: nothing was written. A run would:",
              f"  read {len(files)} {p.source_format} file(s) from {p.source_path} "
              f"(--source_files {p.source_files}); checked against {sample[0]}",
@@ -8709,9 +8863,10 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             checks.append(Check(name="unique_merge_keys" if "unique_merge_keys" not in names
                                 else unused_name("unique_merge_keys", names), check="unique", columns=p.merge_keys))
         plan = plan_table(spark, p, t, df)
+        validate_staged_queries(spark, checks, plan, t)
         good, bad = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
-            check_merge_batch(spark, p, t, good, plan)
+            check_merge_batch(spark, p, good, plan)
     batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
                   input_fingerprint=files.fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=files.paths, file_ids=files.ids, explicit_id=p.batch_id is not None,
@@ -8838,17 +8993,8 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
         with timed(report, "publish"):
             try:
                 decision = decide_publish(spark, t, p, batch, history, ledger, staged)
-            except InputTaken:  # nothing left to inspect or publish: no branch, no stray quarantine
-                try:
-                    drop_branch(spark, t, batch.branch)
-                except Exception as e:  # kept, and with it the rows it quarantined
-                    warn_failed("branch clean-up", e)
-                else:
-                    discard_own_quarantine(spark, t, batch, report)
-                    if batch.quarantine_run != batch.run_id and report.quarantine_table:
-                        # a taken-up snapshot's rows: no run can ever consume this batch now
-                        side_effect("quarantine clean-up", lambda: discard_quarantine(
-                            spark, t, batch, report, batch.quarantine_run))
+            except InputTaken:
+                abandon_batch(spark, t, report, batch)
                 raise
             # a commit of unknown outcome that the decision does not find on main failed after all
             unknown_commit = unknown_commit and decision.move is Move.ALREADY_PUBLISHED
@@ -8923,6 +9069,20 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                                    f"the table; the audited batch is kept on branch {batch.branch}") from None
                 log.info("the table changed under the commit (%s); deciding again", e)
                 time.sleep(random.uniform(0.05, 0.25) * min(conflicts, 8))
+
+
+def abandon_batch(spark, t, report, batch):
+    """Another run consumed this batch's input meanwhile: nothing is left to inspect or publish,
+    so no branch and no stray quarantined rows stay behind."""
+    try:
+        drop_branch(spark, t, batch.branch)
+    except Exception as e:  # kept, and with it the rows it quarantined
+        warn_failed("branch clean-up", e)
+        return
+    discard_own_quarantine(spark, t, batch, report)
+    if batch.quarantine_run != batch.run_id and report.quarantine_table:
+        # a taken-up snapshot's rows: no run can ever consume this batch now
+        side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch, report, batch.quarantine_run))
 
 
 def nothing_to_publish(spark, t, report, batch, main):

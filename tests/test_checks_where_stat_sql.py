@@ -126,7 +126,7 @@ def test_relationship_is_audited_again_after_a_rebase(wap, spark, carriers, monk
 def test_every_kind_of_check_says_what_it_reads_besides_the_rows():
     assert set(wap_etl.CHECK_READS) == set(wap_etl.CHECK_PARAMS)
     rereads = {kind for kind, reads in wap_etl.CHECK_READS.items() if reads}
-    assert rereads == {"unique", "primary_key", "sql", "relationship", "volume", "anomaly", "row_count_match",
+    assert rereads == {"unique", "primary_key", "sql", "sql_rows", "relationship", "volume", "anomaly", "row_count_match",
                        "schema_match", "aggregate_match", "dataset_match"}
 
 

@@ -153,7 +153,7 @@ def test_column_exists():
 def test_column_data_type_is_castability():
     assert one('ColumnDataType "colA" = "INTEGER"') == {
         "check": "expression", "expr": "`colA` IS NULL OR try_cast(`colA` AS int) IS NOT NULL"}
-    assert one('ColumnDataType "colA" = "Long" with threshold > 0.9') == {
+    assert one('ColumnDataType "colA" = "Long" with threshold >= 0.9') == {
         "check": "expression", "expr": "`colA` IS NULL OR try_cast(`colA` AS bigint) IS NOT NULL",
         "max_failing_fraction": 0.1}
     assert one('ColumnDataType "c" in ["DATE", "Timestamp"]') == {
@@ -212,6 +212,22 @@ def test_custom_sql_with_escaped_quotes():
         'select count(*) from {batch} where s = "x"'
 
 
+def test_custom_sql_without_a_condition_is_row_level():
+    assert one('CustomSql "select id from primary where a > 1"') == {
+        "check": "sql_rows", "query": "select id from {batch} where a > 1"}
+    assert one('CustomSql "select id from primary where a > 1" with threshold >= 0.9') == {
+        "check": "sql_rows", "query": "select id from {batch} where a > 1", "max_failing_fraction": 0.1}
+
+
+def test_detect_anomalies_takes_its_rule_bare_after_of_as_the_grammar_does():
+    for bare, quoted in [('DetectAnomalies of RowCount', 'DetectAnomalies "RowCount"'),
+                         ('DetectAnomalies of Completeness of "c"', 'DetectAnomalies "Completeness" "c"'),
+                         ('DetectAnomalies of ColumnCorrelation of "a" and "b"',
+                          'DetectAnomalies "ColumnCorrelation" "a" "b"')]:
+        assert one(bare) == one(quoted)
+    assert "expected ',' or ']'" in error('Rules = [ IsComplete "a" RowCount > 0 ]')  # a missing comma still
+
+
 def test_referential_integrity():
     assert one('ReferentialIntegrity "zipcode" "reference.zipcode" >= 0.9') == {
         "check": "relationship", "columns": ["zipcode"], "to_table": "reference",
@@ -219,7 +235,15 @@ def test_referential_integrity():
     assert one('ReferentialIntegrity "city,state" "geo.cities.{ref_city, ref_state}" = 1.0') == {
         "check": "relationship", "columns": ["city", "state"], "to_table": "geo.cities",
         "to_columns": ["ref_city", "ref_state"]}
-    assert one('ReferentialIntegrity "a" "ns.t.b" > 0.98')["max_failing_fraction"] == 0.02
+
+
+def test_referential_integrity_takes_any_condition_on_the_share_found_exactly():
+    share = lambda rule: one(f'ReferentialIntegrity "a" "ns.t.b" {rule}')["threshold"]
+    assert share("> 0.98") == {"op": ">", "values": [0.98]}  # strict, as in Glue: 0.98 fails
+    assert share("= 0.99") == {"op": "=", "values": [0.99]}
+    assert share("between 0.4 and 0.6") == {"op": "between", "values": [0.4, 0.6]}
+    assert share("not in [0.5, 1.0]") == {"op": "not in", "values": [0.5, 1.0]}
+    assert "share from 0 to 1" in error('Rules = [ ReferentialIntegrity "a" "ns.t.b" < 1.5 ]')
 
 
 def test_data_freshness_is_per_row():
@@ -261,12 +285,12 @@ def test_thresholds():
     assert one('ColumnValues "c" in ["A","B"] with threshold >= 0.98') == {
         "check": "accepted_values", "column": "c", "values": ["A", "B"], "allow_null": False,
         "max_failing_fraction": 0.02}
-    # strict > t is read as >= t: the check allows failing fraction <= 1 - t
-    assert one('ColumnValues "x" > 0 with threshold > 0.9')["max_failing_fraction"] == 0.1
+    # a strict > t stays strict: exactly t passing fails, as in Glue
+    assert one('ColumnValues "x" > 0 with threshold > 0.9')["threshold"] == {"op": ">", "values": [0.9]}
     assert "max_failing_fraction" not in one('ColumnValues "x" > 0 with threshold = 1.0')
     assert one('ColumnValues "c" in [10,20] where "colB is NOT NULL" with threshold > 0.5') == {
         "check": "accepted_values", "column": "c", "values": [10, 20], "allow_null": False,
-        "where": "colB is NOT NULL", "max_failing_fraction": 0.5}
+        "where": "colB is NOT NULL", "threshold": {"op": ">", "values": [0.5]}}
 
 
 def test_comments_blank_lines_and_names():
@@ -392,8 +416,18 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
      "DQDL line 1, column 49: a threshold is a number from 0 to 1"),
     ('Rules = [ ColumnValues "x" > "abc" ]',
      'DQDL line 1, column 30: compare with a number, a date "YYYY-MM-DD", a time "9:30 AM" or now()'),
-    ('Rules = [ CustomSql "select id from primary where a > 1" ]',
-     "DQDL line 1, column 11: CustomSql without a condition (the row-level form)"),
+    ('Rules = [ CustomSql "select id from primary" > 0 with threshold > 0.5 ]',
+     "DQDL line 1, column 65: CustomSql takes a condition or (row-level) a threshold, not both"),
+    ('Rules = [ IsComplete "a" labels = ["k" = "v", "k" = "w"] ]',
+     'DQDL line 1, column 47: label "k" given twice'),
+    ('Rules = [ IsComplete "a" labels = ["k" = ""] ]',
+     "DQDL line 1, column 42: a label's value has 1 to 256 characters"),
+    ('Rules = [ IsComplete "a" labels = [] ]',
+     'DQDL line 1, column 36: labels = [] holds no label'),
+    ('DefaultLabels = [' + ", ".join(f'"k{i}" = "v"' for i in range(10)) + '] Rules = [ IsComplete "a" labels = ["x" = "y"] ]',
+     "DQDL line 1, column 172: at most 10 labels a rule (DefaultLabels included)"),
+    ('Rules = [ FileFreshness > "9:30 AM" with timeZone = "Mars/Olympus_Mons" ]',
+     'DQDL line 1, column 51: timeZone = "an IANA time zone"'),
     ('Rules = [ ColumnDataType "c" = "UUID" ]',
      'DQDL line 1, column 32: unknown type "UUID"'),
     ('Rules = [ DataFreshness "t" <= 24 ]',

@@ -76,6 +76,24 @@ def test_filefreshness_compares_with_a_date(wap):
     assert code == 3 and outcome == [True, False]
 
 
+def test_filefreshness_reads_a_time_of_day_in_its_time_zone_and_a_date_in_utc(wap):
+    from datetime import datetime, timezone
+    from zoneinfo import ZoneInfo
+    noon = lambda zone: datetime.now(zone).replace(hour=12, minute=0, second=0, microsecond=0).timestamp()
+    tokyo, utc = noon(ZoneInfo("Asia/Tokyo")), noon(timezone.utc)  # today's noon there and in UTC
+    path = wap.csv(ROWS)
+    between = (tokyo + utc) / 2  # after one noon, before the other: 9 or 15 hours apart
+    os.utime(path, (between, between))
+    code, report = wap.run(path, checks='Rules = [ FileFreshness > "12:00" with timeZone = "Asia/Tokyo", '
+                                        'FileFreshness > "12:00" ]')
+    assert code == 3 and [r["passed"] for r in report.checks] == [between > tokyo, between > utc]
+    # a date stays UTC midnight, whatever the zone, as Glue reads it; offsets are zones as in Java
+    tz = {name: wap_etl.time_zone(name) for name in ("Asia/Tokyo", "UTC+3", "-02:30", "posix/Asia/Tokyo")}
+    assert wap_etl.file_time("2024-01-01", 0, tz["Asia/Tokyo"]) == datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+    assert wap_etl.file_time("9:30 AM", 0, tz["UTC+3"]) == 6.5 * 3600 and wap_etl.file_time("23:00", 0, tz["-02:30"]) == 5400  # 1969-12-31 there
+    assert tz["posix/Asia/Tokyo"] is None
+
+
 # ----- FileSize ---------------------------------------------------------------------------------
 
 def test_filesize_passes_when_every_source_file_is_within_the_limit(wap):
@@ -374,6 +392,16 @@ def test_analyzers_never_fail_the_run(wap):
     [r] = report.checks
     assert code == 0 and report.status == "published"
     assert r["passed"] and r["action"] == "record" and r["detail"] == "the query returned NULL"
+
+
+def test_allstatistics_of_allcolumns_profiles_every_column(wap, spark):
+    code, report = wap.run(ROWS, checks='Analyzers = [ AllStatistics of AllColumns ]')
+    [metrics] = ledger_metrics(spark, wap)
+    assert code == 0 and metrics["row_count"] == 10
+    assert {c: metrics[f"null_fraction:{c}"] for c in ("id", "carrier", "amount", "status")} == {
+        "id": 0.0, "carrier": 0.5, "amount": 0.0, "status": 0.0}
+    assert metrics["max:id"] == 10 and metrics["max_length:status"] == 4
+    assert 'AllStatistics of AllColumns: carrier: null_fraction' in {r["name"] for r in report.checks}
 
 
 def test_allstatistics_records_the_metrics_glue_documents_by_column_type(wap, spark):

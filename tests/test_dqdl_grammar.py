@@ -31,7 +31,7 @@ VALID = {
                            'FileSize not in [1 TB]', 'FileSize "S3://bucket/key" < 10 MB',
                            'FileSize > 2', 'FileSize in [3, 4]'],
     "whereClause": ['IsComplete "a" where "b > 1"'],
-    "labels": ['IsComplete "a" labels = ["k" = "v", "k2" = "v2"]', 'IsComplete "a" labels = []'],
+    "labels": ['IsComplete "a" labels = ["k" = "v", "k2" = "v2"]'],  # [] parses, but Glue refuses it as we do
     "tagWithCondition": ['ColumnValues "s" in ["a"] with threshold > 0.5',
                          'FileSize < 1 MB with recentFiles = 2 with uriRegex = "x"',
                          'FileUniqueness > 0.5 with filterOrder in ["uriRegex", "recentFiles"]'],
@@ -105,5 +105,5 @@ def test_forms_the_grammar_does_not_define_are_refused_at_their_position(text, w
 
 def test_labels_given_twice_are_refused_as_such():
     with pytest.raises(wap_etl.WapError) as e:
-        wap_etl.parse_dqdl('Rules = [ IsComplete "a" labels = [] labels = ["k" = "v"] ]')
-    assert "DQDL line 1, column 38: 'labels' given twice" in str(e.value)
+        wap_etl.parse_dqdl('Rules = [ IsComplete "a" labels = ["j" = "w"] labels = ["k" = "v"] ]')
+    assert "DQDL line 1, column 47: 'labels' given twice" in str(e.value)

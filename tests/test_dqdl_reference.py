@@ -163,6 +163,33 @@ def test_referentialintegrity_takes_an_alias(wap, spark):
     assert code == 0 and result["failing_rows"] == 5
 
 
+def test_referentialintegrity_greater_than_is_strict(wap, spark):
+    ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(1, 6)])  # half the batch's ids
+    code, result, _ = run(wap, 'ReferentialIntegrity "id" "ref.id" > 0.5', reference_tables={"ref": ref})
+    assert code == 3 and result["failing_rows"] == 5
+    assert result["detail"] == "0.5 of the rows passed, expected > 0.5" and not wap.ids()
+    code, result, _ = run(wap, 'ReferentialIntegrity "id" "ref.id" between 0.4 and 0.6', reference_tables={"ref": ref})
+    assert code == 0 and result["passed"]
+
+
+def test_reference_alias_may_hold_a_hyphen_as_in_glue(wap, spark):
+    ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(10)])
+    code, result, _ = run(wap, 'RowCountMatch "ref-1" >= 0.9', reference_tables={"ref-1": ref})
+    assert code == 0 and result["observed"] == 1.0
+
+
+def test_reference_rules_as_analyzers_record_their_values_without_a_verdict(wap, spark):
+    ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(100)])
+    code, report = wap.run(ROWS, checks='Rules = [ RowCount > 0 ] Analyzers = [ RowCountMatch "ref", '
+                                        'AggregateMatch "sum(amount)" "sum(ref.id)" ]', reference_tables={"ref": ref})
+    assert code == 0 and wap.ids() == list(range(1, 11))
+    recorded = {r["name"]: r for r in report.checks if r["action"] == "record"}
+    assert recorded['RowCountMatch "ref"']["observed"] == 0.1 and recorded['RowCountMatch "ref"']["passed"]
+    assert recorded['AggregateMatch "sum(amount)" "sum(ref.id)"']["observed"] == 55 / 4950
+    [metrics] = [r["metrics"] for r in spark.table(f"{CATALOG}.{wap.ns}.orders_wap_runs").collect()]
+    assert metrics[f"row_count_match:{ref}"] == 0.1
+
+
 def test_reference_tables_must_map_aliases_to_namespace_tables(wap):
     code, _, report = run(wap, 'RowCountMatch "ref" > 0', reference_tables={"ref": "nope"})
     assert code == 2 and report.error.startswith("--reference_tables: ref: expected namespace.table")

@@ -57,6 +57,62 @@ def test_threshold_at_most_fails_when_more_rows_pass(wap):
     assert results['ColumnValues "status" in ["paid"] with threshold between 0.6 and 0.7']["passed"]
 
 
+def test_threshold_greater_than_is_strict_and_equal_is_exact(wap):
+    code, results = run(wap, 'Rules = [ ColumnValues "id" < 50 with threshold > 0.5, '
+                             'ColumnValues "id" < 50 with threshold >= 0.5, '
+                             'ColumnValues "status" in ["paid"] with threshold = 0.66 ]')
+    assert code == 3
+    assert results['ColumnValues "id" < 50 with threshold > 0.5']["passed"] is False
+    assert results['ColumnValues "id" < 50 with threshold >= 0.5']["passed"] is True
+    assert results['ColumnValues "status" in ["paid"] with threshold = 0.66']["passed"] is True
+
+
+def test_column_data_type_not_equal_fails_values_that_cast(wap):
+    rows = [{"id": 1, "code": "12"}, {"id": 2, "code": "ab"}, {"id": 3, "code": "2024-01-31"}, {"id": 4, "code": None}]
+    code, report = wap.run(rows, checks='Rules = [ ColumnDataType "code" != "INTEGER", '
+                                        'ColumnDataType "code" not in ["INTEGER", "DATE"] ]')
+    assert code == 3
+    assert [r["failing_rows"] for r in report.checks] == [1, 2]  # NULL passes, as with =
+
+
+def test_row_level_custom_sql_fails_the_rows_its_query_leaves_out(wap):
+    code, results = run(wap, 'Rules = [ CustomSql "select id, status from primary where status = \'paid\'", '
+                             'CustomSql "select id from primary where id >= 10" with threshold > 0.9 ]')
+    assert code == 3
+    paid = results['CustomSql "select id, status from primary where status = \'paid\'"']
+    assert paid["passed"] is False and paid["failing_rows"] == 34
+    assert all(row["status"] == "new" for row in paid["sample"])
+    assert results['CustomSql "select id from primary where id >= 10" with threshold > 0.9']["passed"] is False
+    code, results = run(wap, 'Rules = [ CustomSql "select id from primary where id >= 10" with threshold >= 0.9 ]')
+    assert code == 0 and wap.exists()
+
+
+def test_row_level_custom_sql_fails_when_its_query_returns_rows_the_batch_lacks(wap):
+    code, results = run(wap, 'Rules = [ CustomSql "select id from primary union all select 1000" ]')
+    result = results['CustomSql "select id from primary union all select 1000"']
+    assert code == 3 and result["failing_rows"] == 0 and result["passed"] is False
+    assert result["detail"] == "the query returned 1 row the batch does not hold"
+
+
+@pytest.mark.parametrize("query,message", [
+    ("select count(*) from primary", "a row-level query returns columns of the batch"),
+    ("select id, id from primary", "a row-level query returns columns of the batch"),
+    ("select id + 1 as nope from primary", "a row-level query returns columns of the batch"),
+    ("select map(\'k\', status) as status from primary", "the query's rows cannot be paired with the batch's")])
+def test_row_level_custom_sql_that_cannot_pair_with_the_batch_exits_2_before_writing(wap, query, message):
+    code, report = wap.run(HUNDRED, checks=f'Rules = [ CustomSql "{query}" ]')
+    assert code == 2 and message in report.error, report.error
+    assert not wap.exists()
+
+
+def test_json_threshold_outside_0_to_1_or_beside_a_tolerance_exits_2(wap):
+    for extra, message in [({"threshold": {"op": ">", "values": [3]}}, "a threshold takes numbers from 0 to 1"),
+                           ({"threshold": {"op": ">", "values": [0.5]}, "max_failing_rows": 3},
+                            "give a threshold or max_failing_rows/max_failing_fraction, not both")]:
+        code, report = wap.run(HUNDRED, checks=[{"check": "not_null", "column": "c", **extra}])
+        assert code == 2 and message in report.error and not wap.exists()
+
+
 def test_variables_and_labels_reach_the_report(wap):
     rules = '''allowed = ["new", "paid"]
     column = "status"
@@ -92,7 +148,7 @@ def test_json_condition_and_bounds_together_exit_2_before_writing(wap):
 def test_json_threshold_only_on_row_checks(wap):
     code, report = wap.run(HUNDRED, checks=[{"check": "row_count", "min": 1,
                                              "threshold": {"op": "<", "values": [0.5]}}])
-    assert code == 2 and "threshold applies to row checks" in report.error
+    assert code == 2 and "threshold applies to not_null, " in report.error
 
 
 # ----- parsing: no run --------------------------------------------------------------------------

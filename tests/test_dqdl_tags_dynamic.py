@@ -8,7 +8,7 @@ import time
 import pytest
 
 import wap_etl
-from conftest import wait_paused, write_csv
+from conftest import soak, wait_paused, write_csv
 
 DAY = 86400
 
@@ -76,7 +76,9 @@ def test_a_dynamic_rule_inside_a_composite_compares_with_past_publishes(wap):
     assert code == 3 and report.checks[0]["rules"][0]["history"] == 2, report.checks
 
 
-@pytest.mark.parametrize("step, rebases, compacted", [("audit", 1, False), ("stage", 0, False), ("stage", 0, True)],
+# held before it stages, main not compacted: the compacted case's path, less the compaction (soak)
+@pytest.mark.parametrize("step, rebases, compacted", [("audit", 1, False), pytest.param("stage", 0, False, marks=soak),
+                                                      ("stage", 0, True)],
                          ids=["held_after_its_audit", "held_before_it_stages", "held_before_it_stages_main_compacted"])
 def test_a_dynamic_rule_is_judged_against_a_publish_made_after_the_run_read_the_ledger(wap, spark, monkeypatch, step,
                                                                                         rebases, compacted):
@@ -190,8 +192,8 @@ def test_a_dynamic_rule_waits_only_so_long_for_a_run_that_died_before_its_ledger
     assert "has not recorded it in the run ledger" not in caplog.text
 
 
-@pytest.mark.parametrize("rules", [
-    "Rules = [ (FileSize < 1 MB) AND (RowCount > avg(last(3)) * 0.5) ]",
+@pytest.mark.parametrize("rules", [  # beside a dynamic rule: the dynamic one's path, its value kept (soak)
+    pytest.param("Rules = [ (FileSize < 1 MB) AND (RowCount > avg(last(3)) * 0.5) ]", marks=soak),
     "Rules = [ FileUniqueness >= min(last(3)) ]",
 ], ids=["beside_a_dynamic_rule", "dynamic"])
 def test_a_file_rule_rebased_after_its_source_file_was_replaced_keeps_what_it_measured(wap, monkeypatch, rules):

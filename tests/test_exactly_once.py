@@ -226,6 +226,7 @@ def test_a_run_quarantining_every_row_consumes_the_batch_before_a_run_yet_to_pub
     assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, second.run_id) for i in range(1, 7)]
 
 
+@soak  # its kind stays in the default run: test_a_publish_whose_commit_loses_to_a_run_quarantining_every_row_of_the_batch_ends_already_published
 def test_a_run_quarantining_every_row_whose_commit_loses_to_a_publish_of_the_batch_ends_already_published(
         wap, spark, tmp_path):
     """The batch is consumed once, with the publisher's quarantined row."""
@@ -241,6 +242,7 @@ def test_a_publish_whose_commit_loses_to_a_run_quarantining_every_row_of_the_bat
     assert wap.ids() == [0] and sorted(quarantined(spark, wap)) == [(i, strict.run_id) for i in range(1, 7)]
 
 
+@soak  # its kind stays in the default run: test_a_run_quarantining_every_row_consumes_the_batch_before_a_run_yet_to_publish_it
 def test_a_run_finds_its_batch_quarantined_whole_after_it_read_the_ledger_though_another_batch_was_since(
         wap, spark, tmp_path):
     """The first run read the ledger; then a strict run consumed the batch quarantined whole and
@@ -267,6 +269,7 @@ def test_a_run_finds_its_batch_quarantined_whole_after_it_read_the_ledger_though
             and r["run_id"] != report["run_id"]] == ["quarantined"], "recorded by the other batch's commit"
 
 
+@soak  # its kind stays in the default run: test_a_whole_quarantine_its_run_did_not_record_is_recorded_by_the_next_publish
 def test_a_run_killed_after_consuming_a_batch_whose_every_row_is_quarantined_is_recorded_by_the_next(wap, spark):
     """Killed between its commit and its ledger row: the table's last-quarantine property names the
     consumption, so a rerun ends already published and records it."""
@@ -332,6 +335,7 @@ def test_a_run_quarantining_every_row_removes_the_rows_of_a_run_whose_audit_fail
     assert sorted(quarantined(spark, wap)) == [(i, report.run_id) for i in range(1, 7)]
 
 
+@soak  # its kind stays in the default run: test_a_run_that_took_up_a_snapshot_whose_every_row_is_quarantined_consumes_it_with_its_own_rows
 def test_a_rerun_taking_up_a_killed_runs_snapshot_whose_every_row_is_quarantined_leaves_the_rows_once(wap, spark):
     """The killed run never ends, so no tidy-up of ended runs would remove its rows: the rerun
     that took its snapshot up quarantines its own and removes the killed run's."""
@@ -446,6 +450,7 @@ def test_a_run_that_took_up_a_snapshot_its_run_then_discarded_stages_afresh_with
     assert "staging afresh" in out and report["staged_snapshot"] != first_report["staged_snapshot"]
 
 
+@soak  # its kind stays in the default run: test_a_snapshot_whose_quarantined_rows_are_gone_is_not_taken_up
 def test_a_branch_left_on_a_discarded_snapshot_by_a_crashed_rerun_is_not_taken_up(wap, spark, tmp_path):
     """What tells a rerun that a snapshot's quarantined rows are still there is the branch of the
     run that quarantined them, not whichever branch of the batch it found: here the second run
@@ -461,6 +466,7 @@ def test_a_branch_left_on_a_discarded_snapshot_by_a_crashed_rerun_is_not_taken_u
     assert quarantined(spark, wap) == [(6, third.run_id)] and third.rows_dropped == 1
 
 
+@soak  # its kind stays in the default run: test_quarantined_rows_of_a_snapshot_another_run_published_stay_when_their_run_sees_a_change
 def test_quarantined_rows_stay_when_a_rerun_published_their_snapshot_rebased(wap, spark, tmp_path):
     """The first run finds its batch on main in a snapshot that is not its own (the rerun that took
     its snapshot up rebased it on a moved main), yet holding its quarantined rows' batch: they
@@ -524,6 +530,7 @@ def test_an_audit_failed_on_the_batch_another_run_published_meanwhile_settles_as
     assert wap.ids() == [0, 1, 2, 3, 4, 5] and [n for n in wap.refs() if n.startswith("audit_")] == []
 
 
+@soak  # its kind stays in the default run: test_a_run_that_took_up_a_snapshot_its_run_then_discarded_stages_afresh_with_its_own_quarantine
 def test_a_run_that_took_up_a_snapshot_and_must_stage_again_quarantines_its_own_rows(wap, spark, tmp_path):
     """In `merge` mode a moved main means staging again, and the new stage first drops the branch
     that held the taken-up snapshot. If the run whose rows went with that snapshot sees its files
@@ -1161,6 +1168,7 @@ def test_a_merge_that_kept_no_rows_is_consumed_whole_at_once_though_main_moved(w
     assert wap.ids() == [1, 2, 3, 4, 5, 50]
 
 
+@soak  # its kind stays in the default run: test_a_merge_whose_deletes_change_nothing_stages_again_when_main_gains_their_keys
 def test_a_merge_whose_kept_deletes_change_nothing_stages_again_when_main_gains_their_keys(wap, spark, tmp_path):
     """Its one kept row deletes a key main lacked when it staged (every other row quarantined);
     meanwhile another batch inserts that key. Consuming the batch as quarantined whole would
@@ -1201,6 +1209,7 @@ def test_a_new_files_run_whose_file_another_run_published_meanwhile_leaves_no_qu
     assert sorted(quarantined(spark, wap)) == [(11, first.run_id), (12, rerun.run_id)]
 
 
+@soak  # its kind stays in the default run: test_a_new_files_run_whose_file_another_run_published_meanwhile_leaves_no_quarantined_rows
 def test_a_new_files_run_that_took_up_a_crashed_runs_snapshot_and_lost_a_file_leaves_no_quarantined_rows(
         wap, spark, tmp_path, monkeypatch):
     """As above, with the crashed run's snapshot taken up: its rows go too, since no run can ever

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import wap_etl
-from conftest import records_read
+from conftest import SOAK, records_read
 
 @pytest.fixture(autouse=True)
 def large_batch_path(monkeypatch):
@@ -336,7 +336,7 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
     reaches the same verdict and failing-row count."""
     rng = random.Random(20261122)
     by_metadata = by_pushdown = by_row_groups = 0
-    for trial in range(10):
+    for trial in range(40 if SOAK else 6):
         n = rng.randint(1, 40)
         rows = [{"id": trial * 100 + i,
                  "x": rng.choice([None, math.nan, rng.uniform(-20, 120), rng.uniform(0, 100)]),

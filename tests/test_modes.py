@@ -70,6 +70,17 @@ def test_merge_deletes_rows_matching_the_delete_condition(wap):
     assert (report.rows_inserted, report.rows_updated, report.rows_deleted) == (1, 1, 1)
 
 
+def test_merge_query_reading_a_source_only_column_exits_2_before_writing(wap):
+    """The audit's {batch} is the staged rows, which lack the column only --delete_condition reads."""
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    before = (wap.refs(), wap.rows())
+    cdc = [{"id": 1, "day": "d1", "amount": 1.0, "op": "D"}, {"id": 5, "day": "d3", "amount": 5.0, "op": "I"}]
+    code, report = wap.run(cdc, checks=[{"check": "sql", "query": "SELECT count(*) FROM {batch} WHERE op = 'X'",
+                                         "max": 0}], mode="merge", merge_keys="id", delete_condition="s.op = 'D'")
+    assert code == 2 and "query does not run" in report.error and "op" in report.error
+    assert (wap.refs(), wap.rows()) == before
+
+
 def test_merge_delete_condition_may_end_in_a_comment(wap):
     assert wap.run(DAY1, checks=POSITIVE)[0] == 0
     cdc = [{"id": 1, "day": "d1", "amount": 1.0, "op": "D"}, {"id": 5, "day": "d3", "amount": 5.0, "op": "I"}]
