@@ -4319,6 +4319,7 @@ class Ledger:
         self._caught_up = None  # the last consumption read again for (catch_up)
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
+        self.copied = set()  # snapshots main holds a copy of (a rebase's, an operator's cherry-pick)
 
     @classmethod
     def of(cls, spark, p, checks=None):
@@ -7250,23 +7251,27 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
     def rolled_back(m):  # its snapshot still exists, is newer than main's oldest ancestor, and is not on main
         snapshot = metadata.snapshot(m.snapshot_id) if m.snapshot_id is not None else None
         return snapshot is not None and m.snapshot_id not in ancestry.ids and snapshot.timestampMillis() >= oldest
-    on_main = ancestry.ids
     copied = {m.source_id for m in ancestry.marks if m.source_id is not None}  # an operator's cherry-pick
     ours = [m for m in (own_mark(metadata, m) for m in ancestry.marks) if m is not None]
+    seen = {m.snapshot_id for m in ours}
     unrecorded = classify_unrecorded(ledger, metadata, ours)
     recorded = list(ledger.published())
     listed = {m.snapshot_id for m in recorded}
     known = ledger.known(metadata)
     found = list(ours)
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
-        if m.snapshot_id in on_main:
+        if m.snapshot_id in seen:  # a copy on main whose source expired is not: its record names the batch
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
         found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
+    # the copies in this very metadata (the walk may remember one expired since): a branch at a
+    # copy's source may go while the copy protects the source's files from Java's expiry
     ledger.unrecorded = unrecorded
+    ledger.copied = {m.source_id for m in ancestry.marks
+                     if m.source_id is not None and metadata.snapshot(m.snapshot_id) is not None}
     return found
 
 
@@ -7447,8 +7452,12 @@ def commit_consumed(spark, batch, decision, ledger, staged_id, key, record):
         # snapshot added unless a snapshot it still has names it as its source)
         heads = {staged_id, *([int(source)] if source else [])}
     for name, ref in java_items(base.refs()):
-        if name == batch.branch or (str(name).startswith(branch_prefix(batch.batch_id))
-                                    and ref.isBranch() and ref.snapshotId() in heads):
+        if name == batch.branch or ref.isBranch() and (
+                str(name).startswith(branch_prefix(batch.batch_id)) and ref.snapshotId() in heads
+                # a kept branch an operator cherry-picked to main: the same hazard, whatever its batch
+                # (its head this job's own snapshot, the branch's one commit above main)
+                or str(name).startswith(BRANCH_PREFIX) and ref.snapshotId() in ledger.copied
+                and base.snapshot(ref.snapshotId()).summary().get(BATCH_PROPERTY) is not None):
             builder = builder.removeRef(name)
     with commit_conflicts():
         decision.operations.commit(base, builder.build())

@@ -337,6 +337,40 @@ def test_a_batch_published_by_hand_is_remembered_through_expiry_with_no_publish_
     assert wap.ids() == [0, 1, 2, 3, 4, 5, 60]
 
 
+def test_a_kept_branch_cherry_picked_onto_main_is_dropped_by_the_next_publish(wap, spark):
+    """Left in place, it would outlive main's copy, and Iceberg 1.7.1's Java expiry (main the only
+    ref) deletes what an expired snapshot added unless a snapshot still there names it as its source."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    code, staged = wap.run(ROWS, checks=UNIQUE, batch_id="picked", publish="false")
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0  # main moved: a cherry-pick
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {staged.staged_snapshot})")
+    assert staged.branch in wap.refs(), "the operator left the branch"
+    code, other = wap.run([{"id": 60, "amount": 6.0}], checks=UNIQUE, batch_id="other")
+    assert code == 0 and other.status == "published"
+    assert [n for n in wap.refs() if n.startswith("audit_")] == []
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 50, 60]
+
+
+def test_a_cherry_picked_batch_stays_consumed_once_its_source_snapshot_expires(wap, spark):
+    """Iceberg's copy carries only `source-snapshot-id`; once the dropped branch's snapshot expires,
+    the copy still on main is known by the ledger row the next publish wrote for it."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    code, staged = wap.run(path, checks=UNIQUE, batch_id="picked", publish="false")
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0  # main moved: a cherry-pick
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {staged.staged_snapshot})")
+    assert wap.run([{"id": 60, "amount": 6.0}], checks=UNIQUE, batch_id="other")[0] == 0  # drops the branch
+    copy = spark.sql(f"SELECT snapshot_id FROM {wap.sql}.snapshots WHERE summary['source-snapshot-id'] = "
+                     f"'{staged.staged_snapshot}'").first()[0]
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', older_than => TIMESTAMP "
+              f"'{(datetime.now(timezone.utc) + timedelta(minutes=1)).strftime('%Y-%m-%d %H:%M:%S')}', retain_last => 2)")
+    snapshots = {r[0] for r in spark.sql(f"SELECT snapshot_id FROM {wap.sql}.snapshots").collect()}
+    assert staged.staged_snapshot not in snapshots and copy in snapshots
+    code, again = wap.run(path, checks=UNIQUE, batch_id="picked")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 50, 60]
+
+
 def test_a_staged_branch_cherry_picked_onto_main_by_hand_is_published_once(wap, spark):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
     path = wap.csv(ROWS)
