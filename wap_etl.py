@@ -7474,6 +7474,8 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
             or snapshot.addedDeleteFiles(io).iterator().hasNext()):
         raise WapError("publish: the staged snapshot removes or deletes rows; only appends can be rebased")
     newest = newest_publish(table)  # main's, as the batch is rebased on it (await_history)
+    if not table.refs().containsKey(batch.branch):  # dropped since the decision, by a publish of its batch
+        raise CommitConflict("the run's branch is gone")
     txn = table.newTransaction()
     txn.manageSnapshots().replaceBranch(batch.branch, new_main).commit()
     append = txn.newAppend().toBranch(batch.branch)  # groups files by partition spec
