@@ -871,7 +871,7 @@ class Check:
     algorithm: str = None  # file_match: the checksums' hash algorithm
     select: "FileSelection" = None  # file rules: which of the files they read (newest, path regex)
     match_file_name: bool = False  # file_match with compare_path: files paired by name, not content only
-    time_zone: str = None  # file_freshness: the zone its dates and times of day are in (default UTC)
+    time_zone: str = None  # file_freshness: the zone its times of day are in (default UTC; dates stay UTC)
 
     @property
     def row_level(self):
@@ -1311,8 +1311,9 @@ def parse_file_freshness(s):
     s.need(not wrong_arity(value), f"condition {wrong_arity(value)}")
     s.check.condition = Condition(value["op"], list(value["values"]))
     if "time_zone" in s.spec:
-        s.need(isinstance(s.spec["time_zone"], str) and time_zone(s.spec["time_zone"]) is not None,
-               f"time_zone must be an IANA time zone such as \"America/New_York\", got {json.dumps(s.spec['time_zone'])}")
+        zone = s.spec["time_zone"]
+        s.need(isinstance(zone, str) and time_zone(zone) is not None, "time_zone must be an IANA zone such as "
+               f"\"America/New_York\" or an offset such as \"+05:30\", got {json.dumps(zone)}")
         s.check.time_zone = s.spec["time_zone"]
 
 
@@ -1647,7 +1648,8 @@ def expand_profiles(checks, df):
             continue
         out.append(replace(c, check="row_count", column=None, name=f"{c.name}: row_count"))
         every = c.column == "*"
-        for f in df.schema.fields if every else [f for f in df.schema.fields if f.name.lower() == c.column.lower()] or [None]:
+        fields = df.schema.fields if every else [f for f in df.schema.fields if f.name.lower() == c.column.lower()]
+        for f in fields or [None]:  # an unknown column: named as it is, refused next
             typed = [stats for kind, stats in PROFILE_TYPED_STATS if f and isinstance(f.dataType, getattr(T, kind))]
             column = f.name if every else c.column
             out += [replace(c, check="stat", stat=stat, column=column,
