@@ -747,9 +747,9 @@ STATS = {
     "completeness": Stat(null_count, final=lambda n, rows: None if share(n, rows) is None else 1 - share(n, rows)),
     "min_length": Stat(lambda F, v, n, c: F.min(F.length(v)), needs="string"),
     "max_length": Stat(lambda F, v, n, c: F.max(F.length(v)), needs="string"),
-    "unique_fraction": Stat(grouped=lambda g, rows: share(g["once"], rows), columns="1+"),
+    "unique_fraction": Stat(grouped=lambda g, rows: share(g["once"], g["rows"]), columns="1+"),
     "variance": Stat(lambda F, v, n, c: F.var_pop(n), needs="numeric"),  # population, as Glue's StandardDeviation
-    "entropy": Stat(grouped=lambda g, rows: g["entropy"] if rows else None, columns="1+"),
+    "entropy": Stat(grouped=lambda g, rows: g["entropy"], columns="1+"),
     "unique_value_ratio": Stat(grouped=lambda g, rows: share(g["once"], g["values"]), columns="1+"),
     "correlation": Stat(lambda F, v, n, c: F.corr(n, (F.when(in_scope(c), col(c.columns[1])) if c.where
                                                       else col(c.columns[1])).cast("double")),
@@ -1593,8 +1593,24 @@ def valid_regex(v, c, label):
 
 
 def valid_bounds(v, c, label):
+    from pyspark.sql import types as T
     check_bound_types(c, label, v.dtype(c))
+    if c.check == "between" and isinstance(v.dtype(c), T.StringType):  # text read as a number: as a double
+        c.min, c.max = (float(x) if is_number(x) else x for x in (c.min, c.max))  # (an int bound casts it to int)
+    if c.check == "between" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType)):
+        c.min, c.max = (spark_timestamp_text(x) for x in (c.min, c.max))
     v.conditions.append((c, label))
+
+
+def spark_timestamp_text(value):
+    """An ISO timestamp bound in a form Spark's cast reads: it reads no zone after a date alone or
+    after hours and minutes ("2024-03-10 12:00Z" casts to NULL, and every comparison with it would
+    be NULL), so those get their time and seconds written out; anything else as it is."""
+    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2})(?:([ T])(\d{2}:\d{2})(:\d{2}(?:\.\d{1,6})?)?)?(Z|[+-]\d{2}:\d{2})",
+                     value) if isinstance(value, str) else None
+    if m is None:
+        return value
+    return f"{m[1]}{m[2] or ' '}{m[3] or '00:00'}{m[4] or ':00'}{m[5]}"
 
 
 def valid_expression(v, c, label):
@@ -2263,7 +2279,7 @@ class _Parser:
             for tok, most in ((key, 128), (value, 256)):
                 if tok.kind != "string":
                     raise _error(tok, f"a label is \"key\" = \"value\", found {_describe(tok)}")
-                if not tok.value or len(tok.value) > most:
+                if not tok.value or len(tok.value.encode("utf-16-le")) // 2 > most:  # Java's length
                     raise _error(tok, f"a label's {'key' if tok is key else 'value'} has 1 to {most} characters")
             if key.value in labels:
                 raise _error(key, f"label {key.text} given twice")
@@ -2279,7 +2295,13 @@ class _Parser:
         start = self.i
         body = self.composite()
         body.pop("name", None)
-        return {"name": self.text(start), **body, "action": "fail", "dqdl": self.text(start)}
+        check = {"name": self.text(start), **body, "action": "fail", "dqdl": self.text(start)}
+        try:  # what the check spec refuses (a bad table name, an aggregate it cannot read), here with its position
+            parse_check(dict(check), 0)
+        except WapError as e:
+            label = f"check #1 ({json.dumps(check['name'])}): "
+            raise _error(self.tokens[start], str(e)[len(label):] if str(e).startswith(label) else str(e)) from None
+        return check
 
     def text(self, start):
         """The source text from token `start` to here."""
@@ -2747,9 +2769,9 @@ def _completeness(rule):
 
 
 def _uniqueness(rule):
-    # Uniqueness = rows whose value occurs exactly once / all rows; in Deequ, which Glue DQ builds
-    # on, NULL rows count in the denominator only, so this is not 1 - the unique check's failing
-    # fraction when NULLs occur: a stat, not unique with a tolerance.
+    # Uniqueness = rows whose value occurs exactly once / rows with a value, as Deequ (which Glue
+    # DQ builds on) counts them: a ratio with its own denominator, so a stat, not unique with a
+    # tolerance.
     return _stat(_columns(rule, one=False), "unique_fraction", _bounds(rule))
 
 
@@ -2792,12 +2814,16 @@ def _column_values(rule):
     # DQDL fails NULL rows in every ColumnValues rule but != and not in (unless NULL is listed).
     column, cond = _columns(rule), _condition(rule)
     op, args = cond.op, cond.args
+    if _flag(rule, "ignoreCase"):
+        return _column_values_any_case(column, cond)
     if op in _ORDERED:
         args = [_time_of_day(a) for a in args]
         for a in args:
             if not (a.kind in ("num", "now") or a.kind == "str" and _DATETIME.fullmatch(a.value)):
                 raise _error(a.tok, "compare with a number, a date \"YYYY-MM-DD\", a time \"9:30 AM\" or now()")
     kinds = {a.kind for a in args}
+    if {"num", "str"} <= kinds:  # the grammar's values (and lists) are numbers or strings
+        raise _error(cond.tok, "compare with numbers or with strings, not both")
     if op == "matches":
         return {"check": "regex", "column": column, "pattern": _whole(args[0].value), "allow_null": False}
     if op in ("=", "in") and kinds <= {"num", "str", "empty", "null"} and kinds - {"null"}:
@@ -2809,10 +2835,35 @@ def _column_values(rule):
     if op in _RANGE_OPS and kinds <= {"num", "str"}:
         return {"check": "between", "column": column, "allow_null": False,
                 **_range(op, [a.value for a in args])}
-    sql = _sql_condition(quote(column), op, args)
-    if op not in ("!=", "not in") and "null" not in kinds:
-        sql = f"{quote(column)} IS NOT NULL AND ({sql})"
-    return _expr(sql)
+    return _row_outcome(column, op, _sql_condition(quote(column), op, args), "null" in kinds)
+
+
+def _row_outcome(column, op, sql, null_listed=False):
+    """A ColumnValues-style row test as DQDL decides a row: NULL fails every rule but != and not
+    in (unless NULL is listed), and a value the test cannot decide fails ('abc' > 5 on a string
+    column, or a date string that does not cast: Spark's comparison is NULL, Glue's row fails)."""
+    c = quote(column)
+    if not null_listed:
+        sql = f"{c} IS NULL OR ({sql})" if op in ("!=", "not in") else f"{c} IS NOT NULL AND ({sql})"
+    return _expr(f"coalesce({sql}, false)")
+
+
+def _column_values_any_case(column, cond):
+    # with ignoreCase = "true" (awslabs/dqdl lower-cases the operands): the value's lower case
+    # against the lower-cased strings, or the pattern matched case-insensitively.
+    if cond.op not in ("=", "!=", "in", "not in", "matches", "not matches"):
+        raise _error(cond.tok, "ignoreCase goes with =, !=, in, not in, matches and not matches")
+    if any(a.kind == "num" for a in cond.args):
+        raise _error(cond.tok, "ignoreCase compares strings; a number has no case")
+    pattern = "(?iu)" + _whole(cond.args[0].value) if "matches" in cond.op else None
+    if cond.op == "matches":
+        return {"check": "regex", "column": column, "pattern": pattern, "allow_null": False}
+    if cond.op == "not matches":
+        sql = f"NOT ({quote(column)} RLIKE {_lit(pattern)})"
+    else:
+        args = [a._replace(value=a.value.lower()) if a.kind == "str" else a for a in cond.args]
+        sql = _sql_condition(f"lower({quote(column)})", cond.op, args)
+    return _row_outcome(column, cond.op, sql, any(a.kind == "null" for a in cond.args))
 
 
 def _time_of_day(a):
@@ -2871,8 +2922,8 @@ def _sql_condition(lhs, op, args):
 
 
 def _sql_value(val):
-    if val.kind == "num":
-        return dqdl_number(val.value)
+    if val.kind == "num":  # a whole number as a bigint: text beside an int reads as an int, NULL past 2^31
+        return dqdl_number(val.value) + ("L" if isinstance(val.value, int) else "")
     if val.kind in ("str", "empty"):
         return _lit(val.value or "")
     if val.kind == "now":
@@ -3000,7 +3051,7 @@ def _data_freshness(rule):
     sql = (f"{c} {flip[cond.op]} {lim[0]}" if cond.op in flip else
            f"{c} < {lim[0]} AND {c} > {lim[1]}" if cond.op == "between" else
            f"({c} >= {lim[0]} OR {c} <= {lim[1]})")
-    return _expr(f"{c} IS NOT NULL AND {sql}")
+    return _row_outcome(column, cond.op, sql)
 
 
 def _strings(rule, usage, low, high=None):
@@ -3132,6 +3183,17 @@ def _file_uniqueness(rule):
     return {"check": "file_uniqueness", **_source(rule, _file_paths(rule)), **_bounds(rule)}
 
 
+def _flag(rule, name):
+    """A rule's `with <name> = "true"` (or "false") tag; absent: False."""
+    cond = rule.tags.get(name)
+    if cond is None:
+        return False
+    value = cond.args[0]
+    if cond.op != "=" or value.kind != "str" or value.value.lower() not in ("true", "false"):
+        raise _error(cond.tok, f'{name} = "true" or "false"')
+    return value.value.lower() == "true"
+
+
 def _file_match(rule):
     # Two paths: the same contents on both sides. One or none: every file's checksum in the list.
     paths = _file_paths(rule, most=2)
@@ -3142,10 +3204,7 @@ def _file_match(rule):
             raise _error(algorithm.tok, "hashAlgorithm goes with checksums")
         spec = {"check": "file_match", **_source(rule, paths[:1]), "compare_path": paths[1]}
         if by_name:
-            value = by_name.args[0]
-            if by_name.op != "=" or value.kind != "str" or value.value.lower() not in ("true", "false"):
-                raise _error(by_name.tok, 'matchFileName = "true" or "false"')
-            spec["match_file_name"] = value.value.lower() == "true"
+            spec["match_file_name"] = _flag(rule, "matchFileName")
         return spec
     if by_name:
         raise _error(by_name.tok, "matchFileName goes with two paths")
@@ -3215,7 +3274,7 @@ _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Unique
              "UniqueValueRatio", "ColumnCorrelation"}
 _THRESHOLD_OK = {"ColumnValues", "ColumnDataType", "FileFreshness", "FileSize", "CustomSql"}
 # with <tag> = "value" (or in [...]), besides with threshold
-_TAGS = {"FileFreshness": ("recentFiles", "uriRegex", "filterOrder", "timeZone"), "FileSize": ("recentFiles", "uriRegex", "filterOrder"),
+_TAGS = {"ColumnValues": ("ignoreCase",), "FileFreshness": ("recentFiles", "uriRegex", "filterOrder", "timeZone"), "FileSize": ("recentFiles", "uriRegex", "filterOrder"),
          "FileUniqueness": ("recentFiles", "uriRegex", "filterOrder"),
          "FileMatch": ("hashAlgorithm", "matchFileName", "recentFiles", "uriRegex", "filterOrder")}
 _SECTION_KEYS = {"Metadata": ("Version",), "DataSources": ("Primary", "AdditionalDataSources")}
@@ -4765,7 +4824,7 @@ def ledger_row_of_mark(mark, table, table_uuid=None):
             "rows_deleted": int(s.get("deleted-records", 0)), "checks": [], "metrics": {}, "timings": {},
             "input_fingerprint": mark.input_fingerprint, "config_fingerprint": s.get(CONFIG_PROPERTY),
             "input_files": list(mark.input_files), "started_at": at, "finished_at": now,
-            "error": ("recorded by a later run: the run that consumed the batch did not record itself" if mark.recorded
+            "error": ("recorded by a later run: the run that consumed the batch did not record this snapshot" if mark.recorded
                       else "on main without an audit (write.wap.enabled was off?): recorded by a later run"),
             "table_uuid": table_uuid, "input_file_ids": list(mark.file_ids)}
 
@@ -5402,6 +5461,12 @@ def failing_rows_condition(c):
     return in_scope(c) & condition if c.where else condition
 
 
+def undecided_fails(F, c, violation):
+    """A value a between cannot decide fails ('abc' against a number bound of a string column:
+    Spark's comparison is NULL); a NULL value stays NULL, for allow_null to decide."""
+    return F.when(col(c.column).isNotNull(), F.coalesce(violation, F.lit(True)))
+
+
 def outside_range(c):
     """A between check's violation; NULL for a NULL value."""
     from pyspark.sql import functions as F
@@ -5486,6 +5551,8 @@ def check_result(c, failing_rows, total_rows, observed=None, sample=None, detail
               "failing_rows": failing_rows, "failing_fraction": round(fraction, 6),
               "max_failing_rows": c.max_failing_rows, "max_failing_fraction": c.max_failing_fraction,
               "observed": observed, "detail": detail, "sample": sample or []}
+    if failing_rows is not None:
+        result["checked_rows"] = total_rows  # the share that passed, exactly, for Glue's metrics
     if c.labels:
         result["labels"] = c.labels
     return result
@@ -5586,18 +5653,23 @@ def measure(a, c):
     return None if value is None else value if isinstance(value, int) else float(value)
 
 
-def value_groups(df, c, in_rows):
-    """As Deequ's: the groups of rows with a value in any of the columns, of the N rows in scope:
-    how many, how many hold one row, and their entropy. One job."""
+def value_groups(df, c):
+    """As Deequ's (its FrequencyBasedAnalyzer): the groups of the rows in scope that hold a value
+    in any of the columns, rows with none left out of the counts and the shares alike: how many
+    groups, how many hold one row, how many rows they hold, and their entropy (-sum p ln p, p = n /
+    rows: ln rows - sum(n ln n) / rows). One job."""
     from pyspark.sql import functions as F
     keys = [col(x) for x in c.columns or [c.column]]
-    share = F.col("_wap_n") / F.lit(max(in_rows, 1))
-    return (rows_in_scope(df, c)
-            .filter(functools.reduce(lambda x, y: x | y, [k.isNotNull() for k in keys]))
-            .groupBy(*keys).agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
-            .agg(F.count(F.lit(1)).alias("values"), F.sum((F.col("_wap_n") == 1).cast("long")).alias("once"),
-                 F.sum(-share * F.log(share)).alias("entropy"))
-            .first())
+    n = F.col("_wap_n")
+    g = (rows_in_scope(df, c)
+         .filter(functools.reduce(lambda x, y: x | y, [k.isNotNull() for k in keys]))
+         .groupBy(*keys).agg(F.count(F.lit(1)).alias("_wap_n")).select("_wap_n")
+         .agg(F.count(F.lit(1)).alias("values"), F.sum((n == 1).cast("long")).alias("once"),
+              F.sum(n).alias("rows"), F.sum(n * F.log(n)).alias("nlogn"))
+         .first())
+    rows = g["rows"] or 0
+    return {"values": g["values"], "once": g["once"], "rows": rows,
+            "entropy": max(math.log(rows) - g["nlogn"] / rows, 0.0) if rows else None}
 
 
 def outside_bounds(c, value):
@@ -6445,7 +6517,7 @@ class Audit:
     def grouped(self, c):
         key = (tuple(x.lower() for x in c.columns or [c.column]), c.where)
         if key not in self.groups:
-            self.groups[key] = value_groups(self.staged_df, c, self.in_rows(c))
+            self.groups[key] = value_groups(self.staged_df, c)
         return self.groups[key]
 
 
@@ -6991,7 +7063,10 @@ def per_file_result(c, files, failing, about):
 def audit_file_freshness(a, c, files):
     """Each file's last modification against the times (now() as of this audit)."""
     now, zone = time.time(), time_zone(c.time_zone) if c.time_zone else None
-    condition = Condition(c.condition.op, [file_time(v, now, zone) for v in c.condition.values])
+    times = [file_time(v, now, zone) for v in c.condition.values]
+    if "between" in c.condition.op:  # a window either way round (Glue's own example: between now() and (now() - 45 minutes))
+        times = sorted(times)
+    condition = Condition(c.condition.op, times)
     return per_file_result(c, files, [f for f in files if not condition.holds(f.modified)],
                            lambda f: {"modified": datetime.fromtimestamp(f.modified, timezone.utc).isoformat()})
 
@@ -7101,8 +7176,8 @@ KEYS = (set(), {"columns", "column"})
 MEASURE = BOUNDS | {"condition"}  # a measured value under min/max or a condition
 KINDS = {
     "not_null": row_kind(({"column"}, set()), parse_column_only, lambda F, c: col(c.column).isNull()),
-    "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between, lambda F, c: outside_range(c),
-                        valid_bounds),
+    "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between,
+                        lambda F, c: undecided_fails(F, c, outside_range(c)), valid_bounds),
     "accepted_values": row_kind(({"column", "values"}, {"allow_null"}), parse_accepted_values,
                                 lambda F, c: ~col(c.column).isin([v for v in c.values if v is not None]),
                                 valid_bounds),
@@ -7253,12 +7328,19 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
     def rolled_back(m):  # its snapshot still exists, is newer than main's oldest ancestor, and is not on main
         snapshot = metadata.snapshot(m.snapshot_id) if m.snapshot_id is not None else None
         return snapshot is not None and m.snapshot_id not in ancestry.ids and snapshot.timestampMillis() >= oldest
+    chains = {m.snapshot_id: sources(metadata, m) for m in ancestry.marks if m.batch_id is None and m.source_id}
     copied = {m.source_id for m in ancestry.marks if m.source_id is not None}  # an operator's cherry-pick
-    ours = [m for m in (own_mark(metadata, m) for m in ancestry.marks) if m is not None]
+    copied |= {i for chain in chains.values() for c in chain for i in (c.snapshot_id, c.source_id) if i}  # and what it copied
+    ours = [m for m in (own_mark(m, chains.get(m.snapshot_id, ())) for m in ancestry.marks) if m is not None]
     seen = {m.snapshot_id for m in ours}
     unrecorded = classify_unrecorded(ledger, metadata, ours)
     recorded = list(ledger.published())
     listed = {m.snapshot_id for m in recorded}
+    # a copy of a copy of a recorded publish is recorded itself (a run of its own), by the next
+    # consuming commit: once the copy between expires, nothing else links it to the batch
+    runs = {m.run_id for m in recorded if m.status == "published"}
+    unrecorded += [replace(m, run_id=None) for m in ours if len(chains.get(m.snapshot_id, ())) > 1
+                   and m.run_id in runs and m.snapshot_id not in listed]
     known = ledger.known(metadata)
     found = list(ours)
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
@@ -7277,20 +7359,31 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
     return found
 
 
-def own_mark(metadata, mark):
+def sources(metadata, mark):
+    """The snapshots a copy re-commits, nearest first, as far as they still exist: a cherry-pick
+    names only the snapshot it copied, which may itself be a copy (a second repair's pick of the
+    first one's), and stops at the first snapshot of this job."""
+    chain, seen = [], {mark.snapshot_id}
+    while (mark.batch_id is None and mark.source_id is not None and mark.source_id not in seen
+           and metadata.snapshot(mark.source_id) is not None):
+        seen.add(mark.source_id)
+        mark = read_mark(metadata.snapshot(mark.source_id))
+        chain.append(mark)
+    return chain
+
+
+def own_mark(mark, chain):
     """The mark of a snapshot on main if this job wrote it, or if it is an operator's cherry-pick of
-    one (Iceberg's copy carries only `source-snapshot-id`): then the source's batch and files."""
-    if mark.batch_id is not None or mark.source_id is None:
-        return mark if mark.batch_id is not None else None
-    source = metadata.snapshot(mark.source_id)
-    if source is None:
-        return None
-    copied = read_mark(source)
+    one, or of a copy of one (Iceberg's copy carries only `source-snapshot-id`; `chain`: its
+    sources): then the batch and files of the snapshot of this job it goes back to."""
+    if mark.batch_id is not None:
+        return mark
+    copied = (list(chain) or [mark])[-1]
     if copied.batch_id is None:
         return None
     return Mark(mark.snapshot_id, mark.parent_id, mark.timestamp_ms, copied.batch_id, copied.run_id,
                 copied.input_files, copied.summary, copied.file_ids, copied.input_fingerprint,
-                source_id=mark.source_id)
+                source_id=copied.snapshot_id)  # the job's snapshot, whose audit the ledger records
 
 
 def classify_unrecorded(ledger, metadata, marks):
@@ -7350,12 +7443,13 @@ def already_on_main(consumed, batch):
                     f"{describe_files(batch.input_files)} (input {batch.input_fingerprint[:12]}): a "
                     "batch id names one input, so give this input a new --batch_id")
             return m
-        # identities where both sides have them; by path for runs that predate them (new files)
+        # identities where both sides have them; with --source_files new also by path, as the
+        # listing skips them: a file re-uploaded while this run staged it was still loaded once
         if not by_files:
             continue
         ids = set(m.file_ids)
         loaded = ({f for f, i in zip(batch.input_files, batch.file_ids) if i in ids}
-                  if ids else paths & set(m.input_files) if batch.track_files else set())
+                  | (paths & set(m.input_files) if batch.track_files else set()))
         if loaded:
             taken |= loaded
             by = by or m
@@ -7622,7 +7716,12 @@ class GlueResult:
 
 
 def passing_share(r):
-    return None if r.get("failing_rows") is None else 1 - (r.get("failing_fraction") or 0.0)
+    failing, checked = r.get("failing_rows"), r.get("checked_rows")
+    if failing is None:
+        return None
+    if checked:  # 66 of 100 is 0.66, and 1 failing of 10 M is less than 1.0
+        return (checked - failing) / checked
+    return 1 - (r.get("failing_fraction") or 0.0)
 
 
 def observed_number(r):

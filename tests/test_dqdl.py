@@ -78,24 +78,24 @@ def test_column_values_in():
 def test_column_values_in_with_whitespaces_only_is_an_expression():
     assert one('ColumnValues "Country" in ["US", NULL, WHITESPACES_ONLY]') == {
         "check": "expression",
-        "expr": "(`Country` IN ('US') OR `Country` IS NULL OR `Country` RLIKE '^\\\\s+$')"}
+        "expr": "coalesce((`Country` IN ('US') OR `Country` IS NULL OR `Country` RLIKE '^\\\\s+$'), false)"}
 
 
 def test_column_values_not_in():
     assert one('ColumnValues "age" not in [21, 22]') == {
-        "check": "expression", "expr": "`age` NOT IN (21, 22)"}
+        "check": "expression", "expr": "coalesce(`age` IS NULL OR (`age` NOT IN (21L, 22L)), false)"}
     # an explicit NULL in the list makes NULL rows fail (per the DQDL docs)
     assert one('ColumnValues "age" not in [21, NULL]') == {
-        "check": "expression", "expr": "`age` IS NOT NULL AND `age` NOT IN (21)"}
+        "check": "expression", "expr": "coalesce(`age` IS NOT NULL AND `age` NOT IN (21L), false)"}
 
 
 def test_column_values_equal_and_not_equal():
     assert one('ColumnValues "c" = "A"') == {
         "check": "accepted_values", "column": "c", "values": ["A"], "allow_null": False}
-    assert one('ColumnValues "c" != "A"') == {"check": "expression", "expr": "`c` <> 'A'"}
-    assert one('ColumnValues "c" ! = 5') == {"check": "expression", "expr": "`c` <> 5"}
+    assert one('ColumnValues "c" != "A"') == {"check": "expression", "expr": "coalesce(`c` IS NULL OR (`c` <> 'A'), false)"}
+    assert one('ColumnValues "c" ! = 5') == {"check": "expression", "expr": "coalesce(`c` IS NULL OR (`c` <> 5L), false)"}
     assert one('ColumnValues "c" != NULL') == {"check": "not_null", "column": "c"}
-    assert one('ColumnValues "c" = NULL') == {"check": "expression", "expr": "`c` IS NULL"}
+    assert one('ColumnValues "c" = NULL') == {"check": "expression", "expr": "coalesce(`c` IS NULL, false)"}
     assert one('ColumnValues "c" = EMPTY') == {
         "check": "accepted_values", "column": "c", "values": [""], "allow_null": False}
 
@@ -120,17 +120,17 @@ def test_column_values_comparisons_strict_and_inclusive():
 
 def test_column_values_not_between():
     assert one('ColumnValues "x" not between 1 and 5') == {
-        "check": "expression", "expr": "`x` IS NOT NULL AND ((`x` <= 1 OR `x` >= 5))"}
+        "check": "expression", "expr": "coalesce(`x` IS NOT NULL AND ((`x` <= 1L OR `x` >= 5L)), false)"}
 
 
 def test_column_values_dates_relative_to_now():
     assert one('ColumnValues "Load_Date" > (now() - 3 days)') == {
         "check": "expression",
-        "expr": "`Load_Date` IS NOT NULL AND (`Load_Date` > (current_timestamp() - INTERVAL 3 DAYS))"}
+        "expr": "coalesce(`Load_Date` IS NOT NULL AND (`Load_Date` > (current_timestamp() - INTERVAL 3 DAYS)), false)"}
     assert one('ColumnValues "t" between (now() - 3 hours) and now()') == {
         "check": "expression",
-        "expr": "`t` IS NOT NULL AND (`t` > (current_timestamp() - INTERVAL 3 HOURS) AND "
-                "`t` < current_timestamp())"}
+        "expr": "coalesce(`t` IS NOT NULL AND (`t` > (current_timestamp() - INTERVAL 3 HOURS) AND "
+                "`t` < current_timestamp()), false)"}
 
 
 def test_column_values_matches_is_anchored():
@@ -143,7 +143,36 @@ def test_column_values_matches_is_anchored():
     assert one(r'ColumnValues "zip" matches "\d{5}"') == {
         "check": "regex", "column": "zip", "pattern": r"^(?:\d{5})$", "allow_null": False}
     assert one(r'ColumnValues "zip" not matches "\d{5}"') == {
-        "check": "expression", "expr": r"`zip` IS NOT NULL AND (NOT (`zip` RLIKE '^(?:\\d{5})$'))"}
+        "check": "expression", "expr": r"coalesce(`zip` IS NOT NULL AND (NOT (`zip` RLIKE '^(?:\\d{5})$')), false)"}
+
+
+def test_column_values_ignore_case_compares_lower_case():
+    assert one('ColumnValues "c" in ["B", "a", NULL] with ignoreCase = "true"') == {
+        "check": "expression", "expr": "coalesce((lower(`c`) IN ('b', 'a') OR lower(`c`) IS NULL), false)"}
+    assert one('ColumnValues "c" != "Lost" with ignoreCase = "true"') == {
+        "check": "expression", "expr": "coalesce(`c` IS NULL OR (lower(`c`) <> 'lost'), false)"}
+    assert one('ColumnValues "c" matches "[a-z]+" with ignoreCase = "true"') == {
+        "check": "regex", "column": "c", "pattern": "(?iu)^(?:[a-z]+)$", "allow_null": False}
+    assert one('ColumnValues "c" = "A" with ignoreCase = "false"')["check"] == "accepted_values"
+
+
+@pytest.mark.parametrize("rule, message", [
+    ('ColumnValues "c" > 3 with ignoreCase = "true"', "ignoreCase goes with =, !=, in"),
+    ('ColumnValues "c" = "a" with ignoreCase = "yes"', 'ignoreCase = "true" or "false"'),
+    ('ColumnValues "c" in [1, 2] with ignoreCase = "true"', "ignoreCase compares strings"),
+    ('IsComplete "c" with ignoreCase = "true"', "'with' is not supported for IsComplete"),
+])
+def test_ignore_case_misuse_is_refused(rule, message):
+    assert message in error(f"Rules = [ {rule} ]")
+
+
+def test_numbers_and_strings_together_are_refused():
+    assert "column 28: compare with numbers or with strings, not both" in error('Rules = [ ColumnValues "a" in [1, "x"] ]')
+    assert "compare with numbers or with strings" in error('Rules = [ ColumnValues "a" between "2024-01-01" and 5 ]')
+
+
+def test_a_rule_the_check_spec_refuses_names_its_position():
+    assert error('Rules = [\n  RowCount > 0,\n  CustomSql "   " = 0 ]') == "DQDL line 3, column 3: query must be a SQL query"
 
 
 def test_column_exists():
@@ -165,11 +194,11 @@ def test_column_data_type_is_castability():
 
 def test_column_length_counts_null_as_zero():
     assert one('ColumnLength "Postal_Code" = 5') == {
-        "check": "expression", "expr": "coalesce(length(`Postal_Code`), 0) = 5"}
+        "check": "expression", "expr": "coalesce(length(`Postal_Code`), 0) = 5L"}
     assert one('ColumnLength "c" between 2 and 10') == {
         "check": "expression",
-        "expr": "coalesce(length(`c`), 0) > 2 AND coalesce(length(`c`), 0) < 10"}
-    assert one('ColumnLength "c" >= 100')["expr"] == "coalesce(length(`c`), 0) >= 100"
+        "expr": "coalesce(length(`c`), 0) > 2L AND coalesce(length(`c`), 0) < 10L"}
+    assert one('ColumnLength "c" >= 100')["expr"] == "coalesce(length(`c`), 0) >= 100L"
 
 
 def test_row_count_strict_bounds_become_whole_numbers():
@@ -249,22 +278,22 @@ def test_referential_integrity_takes_any_condition_on_the_share_found_exactly():
 def test_data_freshness_is_per_row():
     assert one('DataFreshness "Order_Date" <= 24 hours') == {
         "check": "expression",
-        "expr": "`Order_Date` IS NOT NULL AND `Order_Date` >= current_timestamp() - INTERVAL 24 HOURS"}
+        "expr": "coalesce(`Order_Date` IS NOT NULL AND (`Order_Date` >= current_timestamp() - INTERVAL 24 HOURS), false)"}
     assert one('DataFreshness "t" < 90 minutes')["expr"] == \
-        "`t` IS NOT NULL AND `t` > current_timestamp() - INTERVAL 90 MINUTES"
+        "coalesce(`t` IS NOT NULL AND (`t` > current_timestamp() - INTERVAL 90 MINUTES), false)"
     assert one('DataFreshness "t" > 3 days')["expr"] == \
-        "`t` IS NOT NULL AND `t` < current_timestamp() - INTERVAL 3 DAYS"
+        "coalesce(`t` IS NOT NULL AND (`t` < current_timestamp() - INTERVAL 3 DAYS), false)"
     assert one('DataFreshness "t" between 2 days and 5 days')["expr"] == (
-        "`t` IS NOT NULL AND `t` < current_timestamp() - INTERVAL 2 DAYS "
-        "AND `t` > current_timestamp() - INTERVAL 5 DAYS")
+        "coalesce(`t` IS NOT NULL AND (`t` < current_timestamp() - INTERVAL 2 DAYS "
+        "AND `t` > current_timestamp() - INTERVAL 5 DAYS), false)")
 
 
 def test_numbers_keep_every_digit():
-    assert one('ColumnValues "x" not in [1000, 2000]')["expr"] == "`x` NOT IN (1000, 2000)"
-    assert one('ColumnValues "x" != 19.99')["expr"] == "`x` <> 19.99"
-    assert one('ColumnLength "x" <= 1000')["expr"] == "coalesce(length(`x`), 0) <= 1000"
+    assert one('ColumnValues "x" not in [1000, 2000]')["expr"] == "coalesce(`x` IS NULL OR (`x` NOT IN (1000L, 2000L)), false)"
+    assert one('ColumnValues "x" != 19.99')["expr"] == "coalesce(`x` IS NULL OR (`x` <> 19.99), false)"
+    assert one('ColumnLength "x" <= 1000')["expr"] == "coalesce(length(`x`), 0) <= 1000L"
     assert one('ColumnValues "x" not between 0.5 and 1234.5678')["expr"] == \
-        "`x` IS NOT NULL AND ((`x` <= 0.5 OR `x` >= 1234.5678))"
+        "coalesce(`x` IS NOT NULL AND ((`x` <= 0.5 OR `x` >= 1234.5678)), false)"
 
 
 def test_a_rule_written_twice_gets_a_name_of_its_own():
@@ -332,20 +361,20 @@ def test_of_connector():
 
 
 def test_odd_column_names_are_quoted():
-    assert one('ColumnValues "order id" != "x"')["expr"] == "`order id` <> 'x'"
-    assert one('ColumnValues "a`b" != 1')["expr"] == "`a``b` <> 1"
+    assert one('ColumnValues "order id" != "x"')["expr"] == "coalesce(`order id` IS NULL OR (`order id` <> 'x'), false)"
+    assert one('ColumnValues "a`b" != 1')["expr"] == "coalesce(`a``b` IS NULL OR (`a``b` <> 1L), false)"
     assert one('ColumnValues "it\\"s" = 1') == {"check": "accepted_values", "column": 'it"s', "values": [1],
                                                 "allow_null": False}
-    assert one('ColumnLength "x.y-z" > 1')["expr"] == "coalesce(length(`x.y-z`), 0) > 1"
+    assert one('ColumnLength "x.y-z" > 1')["expr"] == "coalesce(length(`x.y-z`), 0) > 1L"
 
 
 def test_sql_injection_in_names_and_values_stays_quoted():
     check = one('ColumnValues "x` = 1 OR `y" != "a\' OR \'1\'=\'1"')
-    assert check["expr"] == "`x`` = 1 OR ``y` <> 'a\\' OR \\'1\\'=\\'1'"
+    assert check["expr"] == "coalesce(`x`` = 1 OR ``y` IS NULL OR (`x`` = 1 OR ``y` <> 'a\\' OR \\'1\\'=\\'1'), false)"
     # a value ending in a backslash cannot escape its closing quote
-    assert one('ColumnValues "c" != "a\\\\"')["expr"] == "`c` <> 'a\\\\'"
+    assert one('ColumnValues "c" != "a\\\\"')["expr"] == "coalesce(`c` IS NULL OR (`c` <> 'a\\\\'), false)"
     check = one('DataFreshness "t`) OR (1=1" <= 1 days')
-    assert check["expr"].startswith("`t``) OR (1=1` IS NOT NULL AND `t``) OR (1=1` >= ")
+    assert check["expr"].startswith("coalesce(`t``) OR (1=1` IS NOT NULL AND (`t``) OR (1=1` >= ")
     # the quoted identifier is one token: removing it leaves no stray backtick or quote
     assert "`" not in re.sub(r"`(?:``|[^`])*`", "", check["expr"])
 
@@ -533,6 +562,32 @@ def test_dqdl_column_values_fail_null_rows(wap):
     code, report = wap.run(rows, checks=rules)
     assert code == 3
     assert [c["failing_rows"] for c in report.checks] == [1, 1, 0]
+
+
+def test_dqdl_ignore_case_accepts_any_case_and_still_fails_others(wap):
+    rows = ROWS + [{"id": 4, "carrier": "aa", "amount": 5.0, "status": "PAID", "zip": "22222"},
+                   {"id": 5, "carrier": "Ua", "amount": 5.0, "status": "lost", "zip": "33333"}]
+    rules = 'Rules = [ ColumnValues "status" in ["paid", "New"] with ignoreCase = "true", ' \
+            'ColumnValues "carrier" = "aa" with ignoreCase = "true" ]'
+    code, report = wap.run(rows, checks=rules)
+    assert code == 3 and "main" not in wap.refs()
+    assert [c["failing_rows"] for c in report.checks] == [1, 2]
+
+
+def test_values_a_comparison_cannot_decide_fail_the_row(wap):
+    # 'abc' > 5 on a string column is NULL in Spark: the row fails, as Glue's would, in every form
+    from datetime import datetime, timedelta
+    fresh = (datetime.utcnow() - timedelta(hours=1)).strftime("%Y-%m-%d %H:%M:%S")
+    rows = [{"id": i, "qty": q, "ts": t} for i, (q, t) in
+            enumerate([("7.9", fresh), ("abc", "garbage"), ("3000000000", fresh)])]
+    rules = 'Rules = [ ColumnValues "qty" > 7, ColumnValues "qty" != 3, ' \
+            'ColumnValues "ts" > (now() - 3 days), DataFreshness "ts" <= 24 hours ]'
+    code, report = wap.run(rows, checks=rules)
+    assert code == 3 and "main" not in wap.refs()
+    assert [c["failing_rows"] for c in report.checks] == [1, 1, 1, 1]
+    # text compared with a number is read as a number: 7.9 > 7, and past int's range too
+    code, report = wap.run(rows, checks=[{"check": "between", "column": "qty", "min": 7, "max": 4000000000}])
+    assert code == 3 and report.checks[0]["failing_rows"] == 1 and report.checks[0]["sample"][0]["qty"] == "abc"
 
 
 def test_dqdl_threshold_tolerates_a_share_of_rows(wap):

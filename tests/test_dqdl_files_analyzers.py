@@ -67,6 +67,14 @@ def test_filefreshness_threshold_passes_when_enough_files_are_fresh(wap):
     assert code == 0 and report.checks[0]["observed"] == 0.5, report.checks
 
 
+def test_filefreshness_between_takes_its_window_either_way_round(wap):
+    # Glue's own example writes the later time first: between now() and (now() - 45 minutes)
+    path = wap.csv(ROWS)
+    code, report = wap.run(path, checks="Rules = [ FileFreshness between now() and (now() - 45 minutes), "
+                                        "FileFreshness between (now() - 45 minutes) and now() ]")
+    assert code == 0 and [r["passed"] for r in report.checks] == [True, True], report.checks
+
+
 def test_filefreshness_compares_with_a_date(wap):
     path = wap.csv(ROWS)
     age(path, 400)

@@ -172,6 +172,13 @@ def test_label_must_be_quoted_key_and_value():
         'Rules = [ RowCount > 0 labels = [ team = "x" ] ]')
 
 
+def test_label_lengths_count_as_java_counts_them():
+    # an emoji is one code point but two UTF-16 units, as Glue's Java String.length() counts
+    parse_dqdl('Rules = [ RowCount > 0 labels = [ "%s" = "x" ] ]' % ("\U0001F600" * 64))
+    assert "a label's key has 1 to 128 characters" in error(
+        'Rules = [ RowCount > 0 labels = [ "%s" = "x" ] ]' % ("\U0001F600" * 65))
+
+
 def test_variable_as_a_column_parameter():
     checks = parse_dqdl('col = "order id"\nRules = [ IsComplete $col ]')
     assert checks[0]["column"] == "order id" and checks[0]["name"] == "IsComplete $col"
@@ -215,6 +222,14 @@ def test_metric_rule_types_through_the_job(wap):
     assert results['ColumnNamesMatchPattern "[xyz]"']["detail"] == "not matching: id, s"
     assert report.metrics["entropy:s"] == pytest.approx(1.0397, abs=1e-4)
     assert report.metrics["unique_fraction:s,x"] == 1.0
+
+
+def test_uniqueness_and_entropy_leave_rows_without_a_value_out_as_deequ_does(wap):
+    rows = [{"id": i, "s": s, "t": t} for i, (s, t) in
+            enumerate([("a", "x"), ("b", None), ("c", None), (None, "x"), (None, None)])]
+    code, report = wap.run(rows, checks='Rules = [ Uniqueness "s" = 1.0, Uniqueness "s" "t" = 1.0, '
+                                        'Entropy "s" between 1.0986 and 1.0987 ]')  # ln 3
+    assert code == 0, [(r["name"], r["observed"]) for r in report.checks]
 
 
 def test_json_stat_over_two_columns_and_a_where(wap):

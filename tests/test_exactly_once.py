@@ -904,7 +904,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from pyspark.sql import SparkSession
 import wap_etl
-jar, warehouse, source, second = sys.argv[2:6]
+jar, warehouse, source, second, repair = (sys.argv[2:7] + [""])[:5]
 spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
          .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS).config("spark.ui.enabled", "false")
          .config("spark.sql.catalog.local", "org.apache.iceberg.spark.SparkCatalog")
@@ -912,10 +912,19 @@ spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
          .config("spark.sql.catalog.local.warehouse", warehouse)
          .config("spark.sql.catalog.local.cache-enabled", "false").getOrCreate())
 args = ["--table", "ns.orders", "--catalog", "local", "--checks", "[]"]
-assert wap_etl.run(args + ["--source_path", source, "--batch_id", "b0"])[0] == 0
+code, first = wap_etl.run(args + ["--source_path", source, "--batch_id", "b0"])
+assert code == 0
 wap_etl.fault_point = lambda step: step == "audit" and spark.sql("INSERT INTO local.ns.orders VALUES (50, 5.0)")
 code, report = wap_etl.run(args + ["--source_path", second, "--batch_id", "b1"])
 table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", "ns", "orders"))
+if repair:  # the README's repair of a rebased publish: roll back past the bad commit, pick its source
+    staged = table.snapshot(report.main_snapshot_after).summary().get("source-snapshot-id")
+    spark.sql(f"CALL local.system.rollback_to_snapshot('ns.orders', {first.main_snapshot_after})")
+    spark.sql(f"CALL local.system.cherrypick_snapshot('ns.orders', {staged})")
+    wap_etl.fault_point = lambda step: None
+    code, again = wap_etl.run(args + ["--source_path", second, "--batch_id", "b1"])
+    assert code == 0 and again.status == "already_published", again.error
+    table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", "ns", "orders"))
 refs = sorted(str(n) for n in table.refs().keySet())
 table.expireSnapshots().expireOlderThan(int(time.time() * 1000) + 60000).retainLast(1).commit()
 try:
@@ -963,6 +972,25 @@ def test_rebased_batch_survives_snapshot_expiry_by_the_java_api(tmp_path_factory
     result = json.loads(lines[0][len("RESULT "):])
     assert result["code"] == 0 and result["rebases"] == 1 and result["refs"] == ["main"]
     assert result["rows"] == 11, "every published row is still readable after the expiry"
+
+
+def test_a_rebased_publish_repaired_by_picking_its_source_survives_expiry_by_the_java_api(tmp_path_factory, tmp_path):
+    """The README's repair of a rebased publish: roll main back past a bad commit and cherry-pick
+    the publish's `source-snapshot-id` (the audited snapshot). Picking the rebased snapshot itself
+    would leave the audited one, whose files both share, unprotected from Java's expiry."""
+    import subprocess
+    import sys
+    jar = glue_era_iceberg_jar(tmp_path_factory.getbasetemp() / "glue_era_jar")
+    from conftest import ROOT, write_csv
+    source = write_csv(tmp_path / "rows.csv", ROWS)
+    second = write_csv(tmp_path / "more.csv", [{"id": 10 + r["id"], "amount": r["amount"]} for r in ROWS])
+    done = subprocess.run([sys.executable, "-c", GLUE_ERA_EXPIRY, ROOT, jar, str(tmp_path / "wh"), source,
+                           second, "repair"], capture_output=True, text=True, timeout=600)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    assert lines, done.stderr[-3000:]
+    result = json.loads(lines[0][len("RESULT "):])
+    assert result["refs"] == ["main"], "main the only ref: Java's incremental clean-up"
+    assert result["rows"] == 10, "both batches readable after the expiry, the bad commit gone"
 
 
 def test_a_run_whose_branch_is_dropped_between_its_decision_and_its_rebase_decides_again(wap, spark, monkeypatch):
@@ -1229,6 +1257,32 @@ def test_a_new_files_run_whose_file_another_run_published_meanwhile_leaves_no_qu
     code, rerun = wap.run(str(folder), checks=DROP_NEGATIVE, **new)
     assert code == 0 and rerun.status == "published" and wap.ids() == [1, 2]
     assert sorted(quarantined(spark, wap)) == [(11, first.run_id), (12, rerun.run_id)]
+
+
+def test_a_new_files_run_never_loads_a_path_published_and_uploaded_again_after_it_listed(wap, tmp_path, monkeypatch):
+    """It lists two new files; before it reads them another run publishes one and the producer
+    uploads that file again, corrected (a new identity; on S3 the same bytes uploaded in parts
+    are one too). With --source_files new a path is loaded once, as the listing would have said a
+    moment later: the run publishes nothing (exit 1, rerun for the rest), and the rerun loads
+    only the other file."""
+    folder = tmp_path / "incoming"
+    write_csv(folder / "f1.csv", [{"id": 1, "amount": 1.0}])
+    write_csv(folder / "f2.csv", [{"id": 2, "amount": 2.0}])
+    new = {"source_files": "new", "source_format": "csv"}
+    listed = wap_etl.select_source_files
+
+    def others_publish_and_upload_f1_again(*args):
+        files = listed(*args)
+        code, first, out = finish(wap.cli(str(folder / "f1.csv"), checks=[]))
+        assert code == 0 and first["status"] == "published", out[-2000:]
+        write_csv(folder / "f1.csv", [{"id": 1, "amount": 1.5}])  # a corrected file: a new identity
+        return files
+    monkeypatch.setattr(wap_etl, "select_source_files", others_publish_and_upload_f1_again)
+    code, report = wap.run(str(folder), checks=[], **new)
+    assert code == 1 and "rerun to load the rest" in report.error and wap.ids() == [1]
+    monkeypatch.setattr(wap_etl, "select_source_files", listed)
+    code, rerun = wap.run(str(folder), checks=[], **new)
+    assert code == 0 and rerun.status == "published" and wap.ids() == [1, 2]
 
 
 @soak  # its kind stays in the default run: test_a_new_files_run_whose_file_another_run_published_meanwhile_leaves_no_quarantined_rows

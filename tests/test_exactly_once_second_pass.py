@@ -295,6 +295,55 @@ def test_a_publish_cherry_picked_back_after_a_rollback_is_still_on_main(wap, spa
     assert wap.ids() == [0, 2]
 
 
+def test_a_publish_cherry_picked_again_by_a_second_repair_is_still_on_main(wap, spark):
+    """The second repair cherry-picks the first one's copy, which Iceberg's new copy names as its
+    only source: the batch is known by following the copies back to its publish."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    first = wap.refs()["main"]
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=UNIQUE, batch_id="later-bad")[0] == 0
+    before = wap.refs()["main"]
+    assert wap.run([{"id": 2, "amount": -2.0}], checks=UNIQUE, batch_id="bad")[0] == 0
+    good = wap.csv([{"id": 3, "amount": 3.0}])
+    code, kept = wap.run(good, checks=UNIQUE, batch_id="good")
+    assert code == 0
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {kept.main_snapshot_after})")
+    copy = wap.refs()["main"]
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {first})")  # day 3: `later-bad` too
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {copy})")
+    assert wap.ids() == [0, 3]
+    code, again = wap.run(good, checks=[], batch_id="good")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 3]
+    # the next publish records the copy under its own snapshot: known once the copy between expires
+    assert wap.run([{"id": 60, "amount": 6.0}], checks=UNIQUE, batch_id="other")[0] == 0
+    second_copy = spark.sql(f"SELECT parent_id FROM {wap.sql}.snapshots ORDER BY committed_at DESC").first()[0]
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', older_than => TIMESTAMP "
+              f"'{(datetime.now(timezone.utc) + timedelta(minutes=1)).strftime('%Y-%m-%d %H:%M:%S')}', retain_last => 2)")
+    snapshots = {r[0] for r in spark.sql(f"SELECT snapshot_id FROM {wap.sql}.snapshots").collect()}
+    assert second_copy in snapshots and not {copy, kept.main_snapshot_after} & snapshots  # main's history whole
+    code, again = wap.run(good, checks=[], batch_id="good")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 3, 60]
+
+
+def test_a_staged_batch_cherry_picked_by_hand_then_picked_again_is_published_once(wap, spark):
+    """A kept branch's snapshot is picked onto main, and that copy is picked again by a later
+    repair: the audit the ledger records is of the snapshot the copies go back to."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+    code, staged = wap.run(path, checks=UNIQUE, batch_id="picked", publish="false")
+    before = wap.refs()["main"]
+    assert wap.run([{"id": 50, "amount": 5.0}], checks=UNIQUE)[0] == 0  # main moved: a cherry-pick
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {staged.staged_snapshot})")
+    copy = wap.refs()["main"]
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")  # id 50 was bad
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {copy})")
+    code, again = wap.run(path, checks=UNIQUE, batch_id="picked")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5]
+
+
 def test_a_file_whose_name_has_a_space_is_one_file_in_both_modes(wap, tmp_path):
     folder = tmp_path / "incoming"
     write_csv(folder / "day 0.csv", [{"id": 0, "amount": 0.0}])

@@ -37,11 +37,11 @@ def test_report_carries_glue_dq_rule_results(wap):
                     "EvaluationMessage": None, "EvaluatedMetrics": {"Dataset.*.RowCount": 3.0},
                     "EvaluatedRule": "RowCount > 0", "Labels": {"team": "orders"}}
     assert complete["Description"] == 'Completeness "id" >= 0.5' and complete["Result"] == "PASS"
-    assert complete["EvaluatedMetrics"] == {"Column.id.Completeness": 1 - 0.333333}
+    assert complete["EvaluatedMetrics"] == {"Column.id.Completeness": 2 / 3}
     assert positive["Description"] == 'ColumnValues "amount" > 0 labels = ["severity" = "high"]'
     assert positive["Result"] == "FAIL"
     assert positive["EvaluationMessage"] == "1 failing rows"
-    assert positive["EvaluatedMetrics"] == {"Column.amount.ColumnValues.Compliance": 1 - 0.333333}
+    assert positive["EvaluatedMetrics"] == {"Column.amount.ColumnValues.Compliance": 2 / 3}
     assert positive["Labels"] == {"team": "orders", "severity": "high"}
 
 

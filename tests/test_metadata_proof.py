@@ -323,6 +323,7 @@ def proven_and_scanned(wap, spark, path, checks, batch_id):
     table = wap_etl.TableRef("local", wap.ns, "orders")
     ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
     staged_df = wap_etl.read_staged(spark, table, report.staged_snapshot, report.main_snapshot_before)
+    wap_etl.validate_checks_against(spark, checks, staged_df, table)  # as the job does before any audit
     proven, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger,
                               proof_snapshot=report.staged_snapshot)
     scanned, _ = wap_etl.audit(spark, table, checks, staged_df, report.main_snapshot_before, ledger)
