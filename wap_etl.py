@@ -1596,10 +1596,22 @@ def valid_bounds(v, c, label):
     from pyspark.sql import types as T
     check_bound_types(c, label, v.dtype(c))
     if c.check == "between" and isinstance(v.dtype(c), T.StringType):  # text read as a number: as a double
-        c.min, c.max = (float(x) if is_number(x) else x for x in (c.min, c.max))  # (an int bound casts it to int)
+        c.min, c.max = (float(x) if is_number(x) and abs(x) < 2 ** 53 else x  # (an int bound casts it to int;
+                        for x in (c.min, c.max))                              # a larger one stays exact, as a bigint)
     if c.check == "between" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType)):
         c.min, c.max = (spark_timestamp_text(x) for x in (c.min, c.max))
+    if c.check == "accepted_values" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        # Spark's IN compares a time with a string as text ("2024-01-01 00:00:00" is not
+        # "2024-01-01"): the values are cast to the column's type instead (not part of the spec)
+        c.values_as = v.dtype(c).simpleString()
     v.conditions.append((c, label))
+
+
+def accepted_literals(F, c):
+    """An accepted_values check's values as Spark compares them with its column."""
+    values = [v for v in c.values if v is not None]
+    kind = getattr(c, "values_as", None)
+    return [F.lit(spark_timestamp_text(v)).cast(kind) for v in values] if kind else values
 
 
 def spark_timestamp_text(value):
@@ -4813,6 +4825,8 @@ def ledger_row_of_mark(mark, table, table_uuid=None):
     s = mark.summary or {}
     now = datetime.now(timezone.utc)  # after any error row of the run that staged it
     at = datetime.fromtimestamp(mark.timestamp_ms / 1000, timezone.utc) if mark.timestamp_ms else now
+    if mark.run_id is None:  # a copy recorded as a run of its own: when it reached main, not now
+        now = at
     status = "unaudited" if not mark.recorded else mark.status  # published, or every row quarantined
     return {"table_name": table, "run_id": mark.run_id or f"snapshot-{mark.snapshot_id}",
             "batch_id": mark.batch_id, "status": status,
@@ -7179,8 +7193,7 @@ KINDS = {
     "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between,
                         lambda F, c: undecided_fails(F, c, outside_range(c)), valid_bounds),
     "accepted_values": row_kind(({"column", "values"}, {"allow_null"}), parse_accepted_values,
-                                lambda F, c: ~col(c.column).isin([v for v in c.values if v is not None]),
-                                valid_bounds),
+                                lambda F, c: ~col(c.column).isin(accepted_literals(F, c)), valid_bounds),
     "regex": row_kind(({"column", "pattern"}, {"allow_null"}), parse_pattern,
                       lambda F, c: ~col(c.column).rlike(c.pattern), valid_regex),
     "expression": row_kind(({"expr"}, set()), parse_expression, lambda F, c: ~F.expr(c.expr), valid_expression),
@@ -7336,11 +7349,13 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
     unrecorded = classify_unrecorded(ledger, metadata, ours)
     recorded = list(ledger.published())
     listed = {m.snapshot_id for m in recorded}
-    # a copy of a copy of a recorded publish is recorded itself (a run of its own), by the next
-    # consuming commit: once the copy between expires, nothing else links it to the batch
+    # a copy that its own summary does not link to a recorded publish (a copy of a copy; a pick
+    # of a rebased publish's source) is recorded itself, as a run of its own, by the next
+    # consuming commit: once the snapshots between expire, nothing else links it to the batch
     runs = {m.run_id for m in recorded if m.status == "published"}
-    unrecorded += [replace(m, run_id=None) for m in ours if len(chains.get(m.snapshot_id, ())) > 1
-                   and m.run_id in runs and m.snapshot_id not in listed]
+    unrecorded += [replace(m, run_id=None) for m in ours if m.run_id in runs and m.snapshot_id not in listed
+                   and (len(chains.get(m.snapshot_id, ())) > 1
+                        or chains.get(m.snapshot_id) and m.source_id not in listed)]
     known = ledger.known(metadata)
     found = list(ours)
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:

@@ -65,6 +65,15 @@ def test_freshness_fails_on_stale_data(wap):
     assert code == 3 and report.checks[0]["observed"] > 24 * 365
 
 
+def test_accepted_values_of_a_time_column_compare_as_times_not_text(wap):
+    rows = [dict(r, ts=t) for r, t in zip(ROWS, ["2024-01-01 00:00:00", "2024-01-01 10:00:00", "2024-01-03 00:00:00"])]
+    code, report = wap.run(rows, checks=[
+        {"check": "accepted_values", "column": "ts", "values": ["2024-01-01", "2024-01-01T10:00:00", "2024-01-02"]}])
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks  # 2024-01-03 only
+    code, report = wap.run(rows, checks='Rules = [ ColumnValues "ts" in ["2024-01-01", "2024-01-01 10:00:00"] ]')
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks
+
+
 def test_volume_passes_without_history(wap):
     code, report = wap.run(ROWS, checks=[{"check": "volume", "min_ratio": 0.5, "max_ratio": 2}])
     assert code == 0 and report.checks[0]["passed"] and report.checks[0]["observed"] is None

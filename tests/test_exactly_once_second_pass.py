@@ -327,6 +327,38 @@ def test_a_publish_cherry_picked_again_by_a_second_repair_is_still_on_main(wap, 
     assert wap.ids() == [0, 3, 60]
 
 
+def test_a_rebased_publish_repaired_by_picking_its_source_stays_published_through_expiry(wap, spark, monkeypatch):
+    """The README's repair of a rebased publish picks the audited snapshot it re-commits: that
+    copy is recorded as the batch's by the next publish, so the batch stays consumed once the
+    audited and rebased snapshots expire."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    marks = {}
+
+    def others_commit(step):  # while it audits: a good commit, then a bad one
+        if step == "audit":
+            spark.sql(f"INSERT INTO {wap.sql} VALUES (40, 4.0)")
+            marks["good"] = wap.refs()["main"]
+            spark.sql(f"INSERT INTO {wap.sql} VALUES (50, 5.0)")
+    monkeypatch.setattr(wap_etl, "fault_point", others_commit)
+    path = wap.csv(ROWS)
+    code, rebased = wap.run(path, checks=UNIQUE, batch_id="b1")
+    assert code == 0 and rebased.rebases == 1, rebased.error
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    source = spark.sql(f"SELECT summary['source-snapshot-id'] FROM {wap.sql}.snapshots "
+                       f"WHERE snapshot_id = {rebased.main_snapshot_after}").first()[0]
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {marks['good']})")  # id 50 was bad
+    spark.sql(f"CALL local.system.cherrypick_snapshot('{wap.table}', {source})")  # the README's way
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 40]
+    assert wap.run([{"id": 60, "amount": 6.0}], checks=UNIQUE, batch_id="other")[0] == 0  # records the copy
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', older_than => TIMESTAMP "
+              f"'{(datetime.now(timezone.utc) + timedelta(minutes=1)).strftime('%Y-%m-%d %H:%M:%S')}', retain_last => 4)")
+    snapshots = {r[0] for r in spark.sql(f"SELECT snapshot_id FROM {wap.sql}.snapshots").collect()}
+    assert not {int(source), rebased.main_snapshot_after} & snapshots and marks["good"] in snapshots
+    code, again = wap.run(path, checks=[], batch_id="b1")
+    assert code == 0 and again.status == "already_published", again.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 40, 60]
+
+
 def test_a_staged_batch_cherry_picked_by_hand_then_picked_again_is_published_once(wap, spark):
     """A kept branch's snapshot is picked onto main, and that copy is picked again by a later
     repair: the audit the ledger records is of the snapshot the copies go back to."""
