@@ -2910,17 +2910,20 @@ def _sql_condition(lhs, op, args):
     values = [_sql_value(a) for a in args if a.kind not in ("null", "blank")]
     null = any(a.kind == "null" for a in args)
     blank = f"{lhs} RLIKE {_BLANK}" if any(a.kind == "blank" for a in args) else None
+    # Spark's IN compares a date or time column with a string as text ("2024-01-01 00:00:00" is
+    # not "2024-01-01"), where = and <> cast the string to the column's type: dates are listed so
+    dated = any(a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
+    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if dated else f"{lhs} IN ({', '.join(values)})")
     if op == "=" and values:
         return f"{lhs} = {values[0]}"
     if op in ("=", "in"):
-        parts = ([f"{lhs} IN ({', '.join(values)})"] if values else []) \
-            + ([f"{lhs} IS NULL"] if null else []) + ([blank] if blank else [])
+        parts = ([among] if values else []) + ([f"{lhs} IS NULL"] if null else []) + ([blank] if blank else [])
         return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
     if op == "!=" and values:
         return f"{lhs} <> {values[0]}"
     if op in ("!=", "not in"):
         return " AND ".join(([f"{lhs} IS NOT NULL"] if null else [])
-                            + ([f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
+                            + ([f"NOT {among}" if dated else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
                             + ([f"NOT ({blank})"] if blank else []))
     if op == "not matches":
         return f"NOT ({lhs} RLIKE {_lit(_whole(args[0].value))})"
