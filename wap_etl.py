@@ -7382,10 +7382,12 @@ def sources(metadata, mark):
     names only the snapshot it copied, which may itself be a copy (a second repair's pick of the
     first one's), and stops at the first snapshot of this job."""
     chain, seen = [], {mark.snapshot_id}
-    while (mark.batch_id is None and mark.source_id is not None and mark.source_id not in seen
-           and metadata.snapshot(mark.source_id) is not None):
+    while mark.batch_id is None and mark.source_id is not None and mark.source_id not in seen:
+        snapshot = metadata.snapshot(mark.source_id)
+        if snapshot is None:  # expired: the chain stops here
+            break
         seen.add(mark.source_id)
-        mark = read_mark(metadata.snapshot(mark.source_id))
+        mark = read_mark(snapshot)
         chain.append(mark)
     return chain
 
@@ -7396,7 +7398,7 @@ def own_mark(mark, chain):
     sources): then the batch and files of the snapshot of this job it goes back to."""
     if mark.batch_id is not None:
         return mark
-    copied = (list(chain) or [mark])[-1]
+    copied = (chain or [mark])[-1]
     if copied.batch_id is None:
         return None
     return Mark(mark.snapshot_id, mark.parent_id, mark.timestamp_ms, copied.batch_id, copied.run_id,
