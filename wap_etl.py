@@ -1873,6 +1873,40 @@ def check_condition(spark, df, what, text):
         raise bad_input(f"{what} may only read (it holds {unsafe})")
     if not isinstance(dtype, T.BooleanType):
         raise bad_input(f"{what} must be a condition (boolean), got {dtype.simpleString()}")
+    unread = unreadable_time(spark, analyzed_plan(probe).expressions().apply(0))
+    if unread is not None:
+        raise bad_input(f"{what}: {unread[0]!r} is not a {unread[1]} (Spark reads it as NULL, so every "
+                        "comparison with it would be NULL)")
+
+
+def unreadable_time(spark, expression):
+    """(text, type) of a string literal the analysed expression casts to a date or time that Spark
+    cannot read as one ("2024-02-30", "12:00Z"), or None. Such a cast is NULL, and so is every
+    comparison with it: a check would pass (or, from DQDL, fail) every row, whatever they hold.
+    None too where Spark's internals are not what this knows (another Spark build): not checked."""
+    try:
+        return _unreadable_time(spark, expression)
+    except Exception as e:
+        log.info("literal dates and times not checked on this Spark build (%s)", first_line(e))
+        return None
+
+
+def _unreadable_time(spark, expression):
+    if "cast(" not in str(expression.toString()).lower():  # one round trip for the usual case: no cast
+        return None
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        kind = node_kind(spark, node)
+        if (kind.name == "Cast" and node.child().foldable() and node.child().dataType().typeName() == "string"
+                and node.dataType().typeName() in ("date", "timestamp", "timestamp_ntz")):
+            text = node.child().eval(None)
+            if text is not None and node.eval(None) is None:
+                return str(text), node.dataType().typeName().replace("_ntz", "")
+        if not kind.leaf:
+            children = node.children()
+            stack += [children.apply(i) for i in range(children.size())]
+    return None
 
 
 def sql_query(spark, c, label, views, columns):
@@ -6232,15 +6266,19 @@ EXACT_IN_ICEBERG = ("IntegralType", "DecimalType", "DateType", "TimestampType", 
                     "BooleanType")  # Spark and Iceberg order these alike (not NaN, not strings)
 
 
-def violated_expression(spark, staged_df, c):
-    """An expression check's violation (NOT expr) as Iceberg's expression, if Iceberg can evaluate
-    all of it against file and row-group bounds: Spark must translate it to a data source
-    predicate and Iceberg must convert that, over columns both order alike. Else None, and the
-    scan decides."""
+def bounds_may_decide(c):
+    return c.check == "expression" and not c.where and c.action != "drop"
+
+
+def violated_expression(spark, staged_df, c, test):
+    """An expression check's violation (NOT `test`, its expression or what bounds_tests made of it)
+    as (Iceberg's expression, Spark's), if Iceberg can evaluate all of it against file and row-group
+    bounds: Spark must translate it to a data source predicate and Iceberg must convert that, over
+    columns both order alike. Else None, and the scan decides."""
     from pyspark.sql import functions as F, types as T
-    if c.check != "expression" or c.where or c.action == "drop":
+    if not bounds_may_decide(c):
         return None
-    violation = ~F.expr(c.expr)
+    violation = ~F.expr(test)
     types = {f.name: f.dataType for f in staged_df.schema.fields}
     if not all(isinstance(types[name], tuple(getattr(T, k) for k in EXACT_IN_ICEBERG))
                for name in referenced_columns(staged_df, [violation])):
@@ -6264,7 +6302,48 @@ def violated_expression(spark, staged_df, c):
     except Exception as e:
         log.info("check %r: not decided from bounds (%s); scanned", c.name, first_line(e))
         return None
-    return converted if pushable else None
+    return (converted, violation) if pushable else None
+
+
+# DQDL's row test (_row_outcome): a row whose value the test cannot decide fails
+ROW_OUTCOME = re.compile(r"coalesce\((?P<test>(?P<column>`(?:[^`]|``)+`) (?:IS NOT NULL AND|IS NULL OR) "
+                         r"\((?P<inner>.*)\)), false\)", re.S)
+
+
+def bounds_tests(staged_df, checks):
+    """{check name: its test as bounds can decide it} for DQDL's row tests that are their own first
+    argument: `coalesce(<col> IS NOT NULL AND (<inner>), false)`, where <inner> reads that column
+    only and cannot be NULL for a value in it (a number compared with numbers, a time with a time),
+    since the column's own NULL is decided before <inner>. Spark's own nullability of each <inner>,
+    optimized over the columns declared NOT NULL, says so, in one analysis. Iceberg has no
+    coalesce: as written, these tests would always be scanned."""
+    from pyspark.sql import functions as F, types as T
+    matched = {}
+    for c in checks:
+        m = ROW_OUTCOME.fullmatch(c.expr) if bounds_may_decide(c) else None
+        try:
+            if m:
+                matched[c.name] = (m, F.expr(m["inner"]))
+        except Exception:  # not an expression of its own: the shape matched across parentheses
+            pass
+    if not matched:
+        return {}
+    spark = staged_df.sparkSession
+    try:
+        probe = spark.createDataFrame([], T.StructType([T.StructField(f.name, f.dataType, False)
+                                                        for f in staged_df.schema.fields]))
+        execution = probe.select(*[e for _, e in matched.values()])._jdf.queryExecution()
+        selected, output = execution.analyzed().projectList(), execution.optimizedPlan().output()
+        tests = {}
+        for i, (name, (m, _)) in enumerate(matched.items()):
+            reads = selected.apply(i).references().toSeq()
+            columns = {reads.apply(k).name().lower() for k in range(reads.size())}
+            if not output.apply(i).nullable() and columns == {m["column"][1:-1].replace("``", "`").lower()}:
+                tests[name] = m["test"]
+        return tests
+    except Exception as e:
+        log.info("DQDL row tests not unwrapped for the bounds (%s); scanned", first_line(e))
+        return {}
 
 
 def added_files_may_hold(table, snapshot_id, summary, expression):
@@ -6461,10 +6540,10 @@ def pushdown_candidates(staged_df, checks, proof, files_may_hold):
     the filtered read would plan no file. Also returns each candidate's violation for the row
     groups' test: Iceberg's expression, or a NotIn (the column holds no NULL, so Iceberg's
     `value NOT IN (...)` is Spark's filter exactly; built only if the test runs)."""
-    from pyspark.sql import functions as F
     spark = staged_df.sparkSession
     types = {f.name.lower(): f.dataType for f in staged_df.schema.fields}
     by_dictionary, by_bounds, violations = {}, {}, {}
+    tests = bounds_tests(staged_df, [c for c in checks if c.name not in proof.proven])
     for c in checks:
         if c.name in proof.proven:
             continue
@@ -6474,11 +6553,11 @@ def pushdown_candidates(staged_df, checks, proof, files_may_hold):
                 by_dictionary[c.name] = v
                 violations[c.name] = NotIn(c.column, [x for x in accepted(c) if x is not None])
         elif c.check == "expression":
-            expression = violated_expression(spark, staged_df, c)
-            if expression is not None and not files_may_hold(expression):
+            violated = violated_expression(spark, staged_df, c, tests.get(c.name, c.expr))
+            if violated is not None and not files_may_hold(violated[0]):
                 proof.proven[c.name] = None
-            elif expression is not None:
-                by_bounds[c.name], violations[c.name] = ~F.expr(c.expr), expression
+            elif violated is not None:
+                violations[c.name], by_bounds[c.name] = violated
     return (by_dictionary, by_bounds), violations
 
 

@@ -9,6 +9,7 @@ import wap_etl
 
 GOOD = [{"id": 1, "amount": 5.0}, {"id": 2, "amount": 6.0}]
 NOT_NULL = [{"check": "not_null", "column": "id"}]
+DATED = "id,d,ts\n1,2024-06-05,2024-06-05 10:00:00\n"
 
 
 def write(path, text, mode="w"):
@@ -111,6 +112,16 @@ CASES = {
                                     ["DQDL line 1, column 22", "index()"]),
     "dynamic division by zero": (None, {"checks": "Rules = [ RowCount > avg(last(3)) / (2 - 2) ]"},
                                  ["DQDL line 1", "division by zero"]),
+    "expression comparing with a date that is none": (
+        lambda w, s, t: write(t / "dated.csv", DATED), {"checks": [{"check": "expression", "expr": "d <> '2024-02-30'"}]},
+        ["check 'expression'", "'2024-02-30' is not a date"]),
+    "where comparing with a time that is none": (
+        lambda w, s, t: write(t / "dated.csv", DATED),
+        {"checks": [{"check": "not_null", "column": "id", "where": "ts > '2024-06-05 25:00:00'"}]},
+        ["check 'not_null_id'", "'2024-06-05 25:00:00' is not a timestamp"]),
+    "DQDL value that is no time of its column": (
+        lambda w, s, t: write(t / "dated.csv", DATED), {"checks": 'Rules = [ ColumnValues "d" not in ["2024-02-30"] ]'},
+        ["ColumnValues", "'2024-02-30' is not a date"]),
     "rules nested too deep": (None, {"checks": "Rules = [ " + "(" * 50 + "RowCount > 0" + ")" * 50 + " ]"},
                               ["DQDL line 1", "nested more than"]),
 }

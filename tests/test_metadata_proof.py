@@ -210,6 +210,30 @@ def test_an_expression_no_added_files_bounds_admit_is_proven_without_a_spark_job
     assert report.spark_jobs["audit"] == 0, report.spark_jobs
 
 
+DQDL_ROW_TESTS = ('Rules = [ ColumnValues "qty" != 0, ColumnValues "qty" not between 10 and 20, '
+                  'ColumnValues "qty" not in [11, 12], DataFreshness "ts" <= 24 hours ]')
+
+
+def test_dqdl_row_tests_no_value_can_leave_undecided_are_proven_by_bounds(wap, spark, monkeypatch):
+    """DQDL fails a row its test cannot decide (coalesce(.., false), which Iceberg cannot read);
+    a number compared with numbers, a time with a time, is always decided, so bounds prove it."""
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    hidden = hide_staged_files_during_the_audit(wap, spark, monkeypatch)
+    code, report = wap.run([dict(r, ts=recent()) for r in QTY_ROWS], checks=DQDL_ROW_TESTS)
+    assert hidden, "the staged files were hidden"
+    assert code == 0 and [c["decided_by"] for c in report.checks] == ["metadata"] * 4, (report.error, report.checks)
+    assert report.spark_jobs["audit"] == 0, report.spark_jobs
+
+
+def test_dqdl_row_tests_proven_by_bounds_still_fail_a_null_value(wap, monkeypatch):
+    monkeypatch.setattr(wap_etl, "transform", spread_over_files(3))
+    rows = [dict(r, ts=recent()) for r in QTY_ROWS]
+    rows[5]["qty"], rows[7]["ts"] = None, None  # != and not in pass a NULL; not between and freshness fail it
+    code, report = wap.run(rows, checks=DQDL_ROW_TESTS)
+    assert code == 3 and [c["failing_rows"] for c in report.checks] == [0, 1, 0, 1], report.checks
+    assert [c["decided_by"] for c in report.checks] == ["metadata", "pushdown", "metadata", "pushdown"]
+
+
 def test_an_expression_over_a_partition_column_finds_the_violation_in_its_partition(wap, monkeypatch):
     """Iceberg applies a test of an identity-partition column itself (Spark's filter above the
     read drops it): the bounds test then sees only the rest, which files of other days can
@@ -332,11 +356,17 @@ def proven_and_scanned(wap, spark, path, checks, batch_id):
     return proven, scanned
 
 
+DQDL_PROPERTY_RULES = ('Rules = [ ColumnValues "k" != {k}, ColumnValues "k" not in [1, 2], '
+                       'ColumnValues "k" not between 2 and 7, ColumnValues "d" != "2024-06-05", '
+                       'ColumnValues "d" not in ["2024-06-05", "2024-06-30"], '
+                       'ColumnValues "d" not between "2024-06-03" and "2024-06-20" ]')
+
+
 def test_proofs_equal_the_scan_on_random_batches(wap, spark):
     """A property over seeded random batches: with or without the metadata proof, every check
     reaches the same verdict and failing-row count."""
     rng = random.Random(20261122)
-    by_metadata = by_pushdown = by_row_groups = 0
+    by_metadata = by_pushdown = by_row_groups = dqdl_by_bounds = 0
     for trial in range(40 if SOAK else 6):
         n = rng.randint(1, 40)
         rows = [{"id": trial * 100 + i,
@@ -359,7 +389,7 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
             {"check": "expression", "expr": f"k IS NULL OR k <= {rng.choice([3, 7, 9])}"},
             {"check": "expression", "expr": "d >= DATE'2024-06-03' AND d < DATE'2024-06-27'"},
             {"check": "expression", "expr": f"x < {high}"},
-            {"check": "row_count", "min": 5}])
+            {"check": "row_count", "min": 5}] + wap_etl.parse_dqdl(DQDL_PROPERTY_RULES.format(k=rng.choice([3, 7]))))
         df = spark.createDataFrame(rows, "id int, x double, d string, k int, s string").selectExpr(
             "id", "x", "to_date(d) AS d", "k", "s")
         path = str(wap.tmp / "in" / f"trial{trial}.parquet")
@@ -369,9 +399,11 @@ def test_proofs_equal_the_scan_on_random_batches(wap, spark):
         by_metadata += sum(r["decided_by"] == "metadata" for r in proven)
         by_pushdown += sum(r["decided_by"] == "pushdown" for r in proven)
         by_row_groups += sum(r["decided_by"] == "row_groups" for r in proven)
+        dqdl_by_bounds += sum(r["decided_by"] != "scan" for r in proven if r["name"].startswith("ColumnValues"))
     assert by_metadata >= 6, "the proof decided checks in the trials, not only the scan"
     assert by_pushdown >= 2, "row group dictionaries decided checks in the trials"
     assert by_row_groups >= 1, "row groups tested in the driver decided checks in the trials"
+    assert dqdl_by_bounds >= 6, "DQDL's row tests were decided by bounds in the trials"
 
 
 def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):
