@@ -1873,36 +1873,45 @@ def check_condition(spark, df, what, text):
         raise bad_input(f"{what} may only read (it holds {unsafe})")
     if not isinstance(dtype, T.BooleanType):
         raise bad_input(f"{what} must be a condition (boolean), got {dtype.simpleString()}")
-    unread = unreadable_time(spark, analyzed_plan(probe).expressions().apply(0))
+    unread = unreadable_literal(spark, analyzed_plan(probe).expressions().apply(0))
     if unread is not None:
         raise bad_input(f"{what}: {unread[0]!r} is not a {unread[1]} (Spark reads it as NULL, so every "
                         "comparison with it would be NULL)")
 
 
-def unreadable_time(spark, expression):
-    """(text, type) of a string literal the analysed expression casts to a date or time that Spark
-    cannot read as one ("2024-02-30", "12:00Z"), or None. Such a cast is NULL, and so is every
-    comparison with it: a check would pass (or, from DQDL, fail) every row, whatever they hold.
-    None too where Spark's internals are not what this knows (another Spark build): not checked."""
+def unreadable_literal(spark, expression):
+    """(text, kind) of a string constant the analysed expression casts to a number, a boolean, a
+    date or a time that Spark cannot read as one ("2024-02-30", "12:00Z", "n/a" against an int
+    column), or None. Such a cast is NULL, and so is every comparison with it: a check would pass
+    (or, from DQDL, fail) every row, whatever they hold. None too where Spark's internals are not
+    what this knows (another Spark build): not checked."""
     try:
-        return _unreadable_time(spark, expression)
+        return _unreadable_literal(spark, expression)
     except Exception as e:
-        log.info("literal dates and times not checked on this Spark build (%s)", first_line(e))
+        log.info("string constants not checked against their casts on this Spark build (%s)", first_line(e))
         return None
 
 
-def _unreadable_time(spark, expression):
-    if "cast(" not in str(expression.toString()).lower():  # one round trip for the usual case: no cast
-        return None
+LITERAL_KINDS = {"date": "date", "timestamp": "timestamp", "timestamp_ntz": "timestamp", "boolean": "boolean",
+                 **{t: "number" for t in ("byte", "short", "integer", "long", "float", "double")}}
+
+
+def _unreadable_literal(spark, expression):
+    try:  # one round trip for the usual case: no cast at all (`sql()`: every argument, untruncated)
+        if "cast(" not in str(expression.sql()).lower():
+            return None
+    except Exception:  # an expression without SQL text: walk it
+        pass
     stack = [expression]
     while stack:
         node = stack.pop()
         kind = node_kind(spark, node)
-        if (kind.name == "Cast" and node.child().foldable() and node.child().dataType().typeName() == "string"
-                and node.dataType().typeName() in ("date", "timestamp", "timestamp_ntz")):
+        if kind.name == "Cast" and node.child().foldable() and node.child().dataType().typeName() == "string":
+            target = str(node.dataType().typeName())
             text = node.child().eval(None)
-            if text is not None and node.eval(None) is None:
-                return str(text), node.dataType().typeName().replace("_ntz", "")
+            if (target in LITERAL_KINDS or target.startswith("decimal")) and text is not None \
+                    and node.eval(None) is None:
+                return str(text), LITERAL_KINDS.get(target, "number")
         if not kind.leaf:
             children = node.children()
             stack += [children.apply(i) for i in range(children.size())]
@@ -2279,6 +2288,8 @@ class _Parser:
         """name = "value" | [ "a", "b", NULL, EMPTY, WHITESPACES_ONLY ]"""
         name = self.take()
         self.expect("=")
+        if name.text.startswith("_"):  # as Glue's parser refuses it
+            raise _error(name, f"a variable's name cannot start with '_': {name.text}")
         if name.text in self.variables:
             raise _error(name, f"variable {name.text} is defined twice")
         if self.at("["):
@@ -2287,6 +2298,9 @@ class _Parser:
             self.expect("]")
         else:
             values = self.string_value()
+        for v in values if isinstance(values, list) else [values]:
+            if v.kind == "str" and _VARIABLE_USE.search(v.value):  # Glue's parser refuses these too
+                raise _error(v.tok, f"a variable's value cannot use another variable ({name.text})")
         self.variables[name.text] = values
 
     def string_value(self):
@@ -2735,6 +2749,7 @@ def _no_condition(rule):
         raise _error(rule.cond.tok, f"{rule.tok.text} takes no condition")
 
 
+_VARIABLE_USE = re.compile(r"\$[a-zA-Z_][a-zA-Z0-9_.]*")
 _RANGE_OPS = ("=", ">", ">=", "<", "<=", "between")
 _CONDITION_OPS = ("!=", "not between", "in", "not in")  # a condition on the metric, not a range
 
@@ -6332,13 +6347,16 @@ def bounds_tests(staged_df, checks):
     try:
         probe = spark.createDataFrame([], T.StructType([T.StructField(f.name, f.dataType, False)
                                                         for f in staged_df.schema.fields]))
-        execution = probe.select(*[e for _, e in matched.values()])._jdf.queryExecution()
+        # each inner, then its column as Spark resolves it (the very attribute, whatever the case)
+        execution = probe.select(*[e for m, inner in matched.values() for e in (inner, F.expr(m["column"]))]
+                                 )._jdf.queryExecution()
         selected, output = execution.analyzed().projectList(), execution.optimizedPlan().output()
         tests = {}
         for i, (name, (m, _)) in enumerate(matched.items()):
-            reads = selected.apply(i).references().toSeq()
-            columns = {reads.apply(k).name().lower() for k in range(reads.size())}
-            if not output.apply(i).nullable() and columns == {m["column"][1:-1].replace("``", "`").lower()}:
+            reads = selected.apply(2 * i).references().toSeq()
+            column = selected.apply(2 * i + 1).exprId().id()
+            if (not output.apply(2 * i).nullable() and reads.size() == 1
+                    and reads.apply(0).exprId().id() == column):
                 tests[name] = m["test"]
         return tests
     except Exception as e:

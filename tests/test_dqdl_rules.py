@@ -179,6 +179,17 @@ def test_label_lengths_count_as_java_counts_them():
         'Rules = [ RowCount > 0 labels = [ "%s" = "x" ] ]' % ("\U0001F600" * 65))
 
 
+def test_a_variable_using_another_variable_is_refused_as_in_glue():
+    assert "line 2, column 9: a variable's value cannot use another variable (outer)" in error(
+        'inner = "x"\nouter = "where $inner"\nRules = [ CustomSql $outer ]')
+    assert "line 1, column 11: a variable's value cannot use another variable (v)" in error(
+        'v = ["a", "$x.y"]\nRules = [ ColumnValues "c" in $v ]')
+
+
+def test_a_variable_name_starting_with_an_underscore_is_refused_as_in_glue():
+    assert "line 1, column 1: a variable's name cannot start with '_'" in error('_v = "a"\nRules = [ IsComplete $_v ]')
+
+
 def test_variable_as_a_column_parameter():
     checks = parse_dqdl('col = "order id"\nRules = [ IsComplete $col ]')
     assert checks[0]["column"] == "order id" and checks[0]["name"] == "IsComplete $col"

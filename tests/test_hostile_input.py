@@ -119,6 +119,8 @@ CASES = {
         lambda w, s, t: write(t / "dated.csv", DATED),
         {"checks": [{"check": "not_null", "column": "id", "where": "ts > '2024-06-05 25:00:00'"}]},
         ["check 'not_null_id'", "'2024-06-05 25:00:00' is not a timestamp"]),
+    "expression comparing a number with a string that is none": (
+        None, {"checks": [{"check": "expression", "expr": "amount <> 'n/a'"}]}, ["check 'expression'", "'n/a' is not a number"]),
     "DQDL value that is no time of its column": (
         lambda w, s, t: write(t / "dated.csv", DATED), {"checks": 'Rules = [ ColumnValues "d" not in ["2024-02-30"] ]'},
         ["ColumnValues", "'2024-02-30' is not a date"]),
@@ -166,6 +168,14 @@ def test_hostile_input_exits_2_and_writes_nothing(wap, spark, tmp_path, case):
     argv = wap.args(source, **params) + [a for k, v in extra.items() for a in (f"--{k}", v)]
     code, report = wap_etl.run(argv)
     assert_refused(wap, spark, code, report, named)
+
+
+def test_strings_spark_reads_as_the_column_or_compares_as_text_are_accepted(wap):
+    rows = [{"id": 1, "d": "2024-06-05", "s": "2024-02-30", "amount": 1.5}]
+    code, report = wap.run(rows, checks=[{"check": "expression", "expr": e} for e in (
+        "s <> '2024-02-30x'", "d IN ('2024-06-05', 'x')", "d > '2024-06-01'", "amount <> 'NaN'",
+        "d > ' 2024-06-01'")])
+    assert code == 0, report.error
 
 
 @pytest.mark.parametrize("case", TRANSFORMS)

@@ -234,6 +234,31 @@ def test_dqdl_row_tests_proven_by_bounds_still_fail_a_null_value(wap, monkeypatc
     assert [c["decided_by"] for c in report.checks] == ["metadata", "pushdown", "metadata", "pushdown"]
 
 
+def test_bounds_take_a_dqdl_row_test_unwrapped_only_where_it_decides_every_value(spark):
+    df = spark.createDataFrame([], "k int, s string, x int, d date")
+    row_test = "coalesce(`{}` IS NOT NULL AND ({}), false)"
+    checks = wap_etl.parse_checks([{"name": name, "check": "expression", "expr": expr, **extra} for name, expr, extra in [
+        ("number", row_test.format("k", "`k` <> 3L"), {}),
+        ("date", "coalesce(`d` IS NULL OR (`d` <> '2024-06-05'), false)", {}),
+        ("text against a number", row_test.format("s", "`s` <> 3L"), {}),  # 'abc' <> 3 is NULL
+        ("another column", row_test.format("k", "`x` > 1"), {}),  # x may be NULL where k is not
+        ("look-alike", row_test.format("k", "k > 1) OR (k < 0"), {}),  # not (k > 1) OR (k < 0) as one
+        ("with where", row_test.format("k", "`k` <> 3L"), {"where": "x > 0"})]])
+    assert set(wap_etl.bounds_tests(df, checks)) == {"number", "date"}
+
+
+def test_bounds_take_a_dqdl_row_test_unwrapped_only_on_its_own_column_when_case_tells_columns_apart(spark):
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        df = spark.createDataFrame([], "A int, a int")
+        checks = wap_etl.parse_checks([
+            {"name": "own", "check": "expression", "expr": "coalesce(`A` IS NOT NULL AND (`A` > 0), false)"},
+            {"name": "other", "check": "expression", "expr": "coalesce(`A` IS NOT NULL AND (`a` > 0), false)"}])
+        assert set(wap_etl.bounds_tests(df, checks)) == {"own"}
+    finally:
+        spark.conf.set("spark.sql.caseSensitive", "false")
+
+
 def test_an_expression_over_a_partition_column_finds_the_violation_in_its_partition(wap, monkeypatch):
     """Iceberg applies a test of an identity-partition column itself (Spark's filter above the
     read drops it): the bounds test then sees only the rest, which files of other days can
