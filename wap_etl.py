@@ -2043,7 +2043,9 @@ def first_line(error):
     cause = getattr(error, "java_exception", None)
     if cause is not None:
         try:
-            while cause.getCause() is not None and cause.getCause() != cause:
+            for _ in range(64):  # Java lets two exceptions be each other's cause: never loop on them
+                if cause.getCause() is None or cause.getCause() == cause:
+                    break
                 cause = cause.getCause()
             text = str(cause.toString())
         except Exception:
@@ -4445,6 +4447,7 @@ class Ledger:
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
         self.copied = set()  # snapshots main holds a copy of (a rebase's, an operator's cherry-pick)
+        self.gone = set()  # runs whose publish main no longer holds (rolled back), as last decided
 
     @classmethod
     def of(cls, spark, p, checks=None):
@@ -4586,12 +4589,16 @@ class Ledger:
 
     def recent(self, limit, status=None):
         """The newest runs (one row per run id), newest first. Publishes come from the rows read
-        once per run; any other status is read from the table."""
+        once per run, less those main no longer holds (rolled back: their rows never reached the
+        table's consumers, and a rerun of the batch is not to be compared with itself); any other
+        status is read from the table."""
         if status is Status.PUBLISHED:
             newest = {}
             for r in sorted(self.consumed(), key=finished_first, reverse=True):
-                if r["status"] == str(status):
-                    newest.setdefault(r["run_id"], r)
+                if r["status"] == str(status) and r["run_id"] not in self.gone:
+                    # a run's own row over one another run completed for it (no metrics), even if later
+                    if r["run_id"] not in newest or r.get("metrics") and not newest[r["run_id"]].get("metrics"):
+                        newest[r["run_id"]] = r
             return list(newest.values())[:limit]
         if not self.exists():
             return []
@@ -5771,10 +5778,16 @@ def ledger_metric(row, key):
     """A metric of a ledger row; the row count also from rows written (rows from before metrics)."""
     metrics = row["metrics"] or {}
     value = metrics.get(key)
-    if value is None:  # keys written before column names were lower-cased
-        value = next((v for k, v in metrics.items() if k.lower() == key.lower()), None)
+    if value is None:  # keys written before column names were lower-cased (a `where` never was)
+        value = next((v for k, v in metrics.items() if same_metric(k, key)), None)
     return float(row["rows_written"]) if value is None and key == "row_count" and row["rows_written"] \
         else value
+
+
+def same_metric(recorded, key):
+    """A key as an older run wrote it: the same, but for the case of its column names."""
+    (what, where), (own, own_where) = (k.partition(" where ")[::2] for k in (recorded, key))
+    return what.lower() == own.lower() and where == own_where
 
 
 def history_value(row, c, key):
@@ -7457,18 +7470,20 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
                    and (len(chains.get(m.snapshot_id, ())) > 1
                         or chains.get(m.snapshot_id) and m.source_id not in listed)]
     known = ledger.known(metadata)
-    found = list(ours)
+    found, gone = list(ours), set()
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
         if m.snapshot_id in seen:  # a copy on main whose source expired is not: its record names the batch
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
+        elif m.status == "published":
+            gone.add(m.run_id)
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
         found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
     # the copies in this very metadata (the walk may remember one expired since): a branch at a
     # copy's source may go while the copy protects the source's files from Java's expiry
-    ledger.unrecorded = unrecorded
+    ledger.unrecorded, ledger.gone = unrecorded, gone
     ledger.copied = {m.source_id for m in ancestry.marks
                      if m.source_id is not None and metadata.snapshot(m.snapshot_id) is not None}
     return found
@@ -8008,9 +8023,8 @@ def summary_table(report):
 def put_text(location, body, content_type):
     """Write text to a local file (atomically) or an s3:// object; returns the location."""
     if location.startswith("s3://"):
-        import boto3
-        bucket, key = split_s3(location)
-        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode(), ContentType=content_type)
+        bucket, key = split_s3(location)  # bounded waits: a report must not hold the job's end for minutes
+        aws_client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode(), ContentType=content_type)
         return location
     os.makedirs(os.path.dirname(os.path.abspath(location)), exist_ok=True)
     tmp = f"{location}.{uuid.uuid4().hex}.tmp"

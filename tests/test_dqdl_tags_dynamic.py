@@ -248,6 +248,37 @@ def test_percentile_of_the_history_bounds_the_row_count(wap):
     assert code == 3 and r["expected"] == ">= 6" and r["history"] == 3
 
 
+def test_a_rolled_back_publish_is_no_history_so_its_rerun_is_not_compared_with_itself(wap, spark):
+    assert wap.run(rows(10), checks=[])[0] == 0
+    before = wap.refs()["main"]
+    assert wap.run(rows(100, 1000), checks=[], batch_id="big")[0] == 0
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")  # an operator's undo
+    code, report = wap.run(rows(100, 1000), checks="Rules = [ RowCount <= max(last(3)) * 1.1 ]", batch_id="big")
+    r = report.checks[0]
+    assert code == 3 and r["history"] == 1 and r["expected"] == "<= 11", r
+
+
+def test_a_run_row_completed_for_a_publish_later_does_not_hide_the_runs_own_metrics(wap, spark):
+    """Another run records a publish whose own ledger row it did not find yet (no metrics, dated
+    when it wrote it); the run's own row, with them, lands too: history reads the run's own."""
+    rules = 'Rules = [ Mean "amount" >= avg(last(1)) * 0.9 ]'
+    code, first = wap.run(rows(10, amount=8.0), checks=rules)
+    assert code == 0
+    table = wap_etl.iceberg_table(spark, wap_etl.TableRef("local", wap.ns, "orders"))
+    mark = wap_etl.read_mark(table.snapshot(first.main_snapshot_after))
+    ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
+    ledger.record([wap_etl.ledger_row_of_mark(mark, f"local.{wap.table}", str(table.uuid()))])
+    code, report = wap.run(rows(10, 100, amount=1.0), checks=rules)
+    r = report.checks[0]
+    assert code == 3 and r["history"] == 1 and r["expected"] == ">= 7.2", r
+
+
+def test_history_of_a_metric_ignores_the_case_of_older_column_names_but_not_of_its_where():
+    old = {"metrics": {"mean:Amount": 3.0, "mean:amount where region = 'EU'": 500.0}, "rows_written": 10}
+    assert wap_etl.ledger_metric(old, "mean:amount") == 3.0
+    assert wap_etl.ledger_metric(old, "mean:amount where region = 'eu'") is None  # other rows
+
+
 # ----- DetectAnomalies --------------------------------------------------------------------------
 
 def test_detectanomalies_columnlength_flags_a_value_far_longer_than_before(wap):
