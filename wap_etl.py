@@ -2446,6 +2446,9 @@ class _Parser:
                 tags[tag.text] = self.condition()
                 continue
             allowed = _WHERE_OK if word.text.lower() == "where" else _THRESHOLD_OK
+            if word.text.lower() == "with" and self.peek().text.lower() != "threshold" and _TAGS.get(tok.text):
+                options = ", ".join(_TAGS[tok.text] + (("threshold",) if tok.text in allowed else ()))
+                raise _error(self.peek(), f"{tok.text} has no option {self.peek().text!r} (it takes {options})")
             if tok.text not in allowed:
                 raise _error(word, f"'{word.text}' is not supported for {tok.text}")
             if word.text.lower() == "where" and where is None:
@@ -4599,7 +4602,7 @@ class Ledger:
                     # a run's own row over one another run completed for it (no metrics), even if later
                     if r["run_id"] not in newest or r.get("metrics") and not newest[r["run_id"]].get("metrics"):
                         newest[r["run_id"]] = r
-            return list(newest.values())[:limit]
+            return sorted(newest.values(), key=finished_first, reverse=True)[:limit]
         if not self.exists():
             return []
         from pyspark.sql import Window, functions as F
@@ -7476,8 +7479,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
-        elif m.status == "published":
-            gone.add(m.run_id)
+        elif m.status == "published" and rolled_back(m):  # in this very metadata, off main: not
+            gone.add(m.run_id)  # a publish newer than the metadata, which a ledger read since may hold
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
         found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
@@ -8024,7 +8027,7 @@ def put_text(location, body, content_type):
     """Write text to a local file (atomically) or an s3:// object; returns the location."""
     if location.startswith("s3://"):
         bucket, key = split_s3(location)  # bounded waits: a report must not hold the job's end for minutes
-        aws_client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode(), ContentType=content_type)
+        aws_client("s3", attempts=4).put_object(Bucket=bucket, Key=key, Body=body.encode(), ContentType=content_type)
         return location
     os.makedirs(os.path.dirname(os.path.abspath(location)), exist_ok=True)
     tmp = f"{location}.{uuid.uuid4().hex}.tmp"
@@ -8597,13 +8600,13 @@ def send_at_once(channels):
             warn_failed(name, errors[name])
 
 
-def aws_client(service):
+def aws_client(service, attempts=2):
     """A boto3 client of its own session, with bounded waits: a side channel's endpoint that does
     not answer costs seconds, not boto's default minute per attempt."""
     import boto3
     from botocore.config import Config
     return boto3.session.Session().client(service, config=Config(
-        connect_timeout=5, read_timeout=15, retries={"max_attempts": 2, "mode": "standard"}))
+        connect_timeout=5, read_timeout=15, retries={"max_attempts": attempts, "mode": "standard"}))
 
 
 def send_sns(report, topic_arn):
