@@ -2911,7 +2911,7 @@ def _row_outcome(column, op, sql, null_listed=False):
     c = quote(column)
     if not null_listed:
         sql = f"{c} IS NULL OR ({sql})" if op in ("!=", "not in") else f"{c} IS NOT NULL AND ({sql})"
-    return _expr(f"coalesce({sql}, false)")
+    return _expr(f"coalesce({sql}, false)")  # the shape ROW_OUTCOME reads back for the bounds
 
 
 def _column_values_any_case(column, cond):
@@ -7479,8 +7479,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
-        elif m.status == "published" and rolled_back(m):  # in this very metadata, off main: not
-            gone.add(m.run_id)  # a publish newer than the metadata, which a ledger read since may hold
+        elif m.status == "published" and rolled_back(m):  # off main in this very metadata (a publish
+            gone.add(m.run_id)  # newer than the metadata, which a later ledger read may hold, is not)
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
         found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
