@@ -7473,14 +7473,17 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
                    and (len(chains.get(m.snapshot_id, ())) > 1
                         or chains.get(m.snapshot_id) and m.source_id not in listed)]
     known = ledger.known(metadata)
-    found, gone = list(ours), set()
+    found, gone, present = list(ours), set(), None
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
         if m.snapshot_id in seen:  # a copy on main whose source expired is not: its record names the batch
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
-        elif m.status == "published" and rolled_back(m):  # off main in this very metadata (a publish
-            gone.add(m.run_id)  # newer than the metadata, which a later ledger read may hold, is not)
+        elif m.status == "published":  # gone if off main in this very metadata (a publish newer than
+            if present is None:  # the metadata, which a later ledger read may hold, is not); its
+                present = {s.snapshotId() for s in metadata.snapshots()}  # snapshots read once, not per record
+            if m.snapshot_id in present and rolled_back(m):
+                gone.add(m.run_id)
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
         found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
