@@ -7473,17 +7473,22 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
                    and (len(chains.get(m.snapshot_id, ())) > 1
                         or chains.get(m.snapshot_id) and m.source_id not in listed)]
     known = ledger.known(metadata)
-    found, gone, present = list(ours), set(), None
+    found, off_main = list(ours), []
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
         if m.snapshot_id in seen:  # a copy on main whose source expired is not: its record names the batch
             continue
         if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
             found.append(m)
-        elif m.status == "published":  # gone if off main in this very metadata (a publish newer than
-            if present is None:  # the metadata, which a later ledger read may hold, is not); its
-                present = {s.snapshotId() for s in metadata.snapshots()}  # snapshots read once, not per record
-            if m.snapshot_id in present and rolled_back(m):
-                gone.add(m.run_id)
+        elif m.status == "published":
+            off_main.append(m)
+    # gone (no history): off main in this very metadata (a publish newer than the metadata, which a
+    # later ledger read may hold, is not); by whichever costs fewer JVM calls, each record's snapshot
+    # or the metadata's snapshot ids once (a long ledger of publishes since rolled back, say)
+    snapshots = metadata.snapshots() if off_main else None
+    if off_main and len(off_main) > snapshots.size():
+        present = {snapshots.get(i).snapshotId() for i in range(snapshots.size())}
+        off_main = [m for m in off_main if m.snapshot_id in present]
+    gone = {m.run_id for m in off_main if rolled_back(m)}
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
         found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
