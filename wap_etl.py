@@ -1827,21 +1827,17 @@ def node_kind(spark, node):
     return _NODE_KINDS[key]
 
 
-def unsafe_part(spark, tree):
-    """What in a parsed or analysed plan or expression would do more than read: a command or a
-    statement (INSERT, DROP, CALL, ...), a directory write, a script, or a reflective call, at any
-    depth (CTE bodies and subqueries included); None for a plain query or condition. Callers check
-    the analysed plan too, where window definitions and IDENTIFIER() names are resolved."""
+def plan_nodes(spark, tree):
+    """Every node of a parsed or analysed plan or expression, with its NodeKind, at any depth:
+    children, a plan's expressions, subqueries' plans and CTE bodies. A temporary view of this
+    job's own ({batch}, ...) is not entered: it is not the user's SQL."""
     stack = [tree]
     while stack:
         node = stack.pop()
         kind = node_kind(spark, node)
-        if kind.name in UNSAFE_NODES or kind.write:
-            return kind.name
-        if kind.name == "UnresolvedFunction" and str(node.nameParts().last()).lower() in UNSAFE_FUNCTIONS:
-            return f"{node.nameParts().last()}()"
+        yield node, kind
         if kind.name == "View" and node.isTempView() and JOB_VIEW.fullmatch(str(node.desc().identifier().table())):
-            continue  # a temporary view of this job's own ({batch}, ...): not the user's SQL
+            continue
         nested = ([] if kind.leaf else [node.children()]) + ([node.expressions()] if kind.plan else [])
         for seq in nested:
             stack += [seq.apply(i) for i in range(seq.size())]
@@ -1850,6 +1846,18 @@ def unsafe_part(spark, tree):
         if kind.name == "UnresolvedWith":  # the CTE bodies are neither children nor expressions
             ctes = node.cteRelations()
             stack += [ctes.apply(i)._2() for i in range(ctes.size())]
+
+
+def unsafe_part(spark, tree):
+    """What in a parsed or analysed plan or expression would do more than read: a command or a
+    statement (INSERT, DROP, CALL, ...), a directory write, a script, or a reflective call, at any
+    depth (CTE bodies and subqueries included); None for a plain query or condition. Callers check
+    the analysed plan too, where window definitions and IDENTIFIER() names are resolved."""
+    for node, kind in plan_nodes(spark, tree):
+        if kind.name in UNSAFE_NODES or kind.write:
+            return kind.name
+        if kind.name == "UnresolvedFunction" and str(node.nameParts().last()).lower() in UNSAFE_FUNCTIONS:
+            return f"{node.nameParts().last()}()"
     return None
 
 
@@ -1865,7 +1873,8 @@ def check_condition(spark, df, what, text):
     except Exception as e:
         raise bad_input(f"{what} does not parse as a row condition: {first_line(e)}") from None
     try:
-        unsafe = unsafe_part(spark, analyzed_plan(probe).expressions().apply(0))
+        condition = analyzed_plan(probe).expressions().apply(0)
+        unsafe = unsafe_part(spark, condition)
     except Exception as e:
         raise bad_input(f"{what}: cannot be proven read-only on this Spark build, so it is refused "
                         f"({first_line(e)})") from None
@@ -1873,7 +1882,7 @@ def check_condition(spark, df, what, text):
         raise bad_input(f"{what} may only read (it holds {unsafe})")
     if not isinstance(dtype, T.BooleanType):
         raise bad_input(f"{what} must be a condition (boolean), got {dtype.simpleString()}")
-    unread = unreadable_literal(spark, analyzed_plan(probe).expressions().apply(0))
+    unread = unreadable_literal(spark, condition)
     if unread is not None:
         raise bad_input(f"{what}: {unread[0]!r} is not a {unread[1]} (Spark reads it as NULL, so every "
                         "comparison with it would be NULL)")
@@ -1897,24 +1906,19 @@ LITERAL_KINDS = {"date": "date", "timestamp": "timestamp", "timestamp_ntz": "tim
 
 
 def _unreadable_literal(spark, expression):
-    try:  # one round trip for the usual case: no cast at all (`sql()`: every argument, untruncated)
-        if "cast(" not in str(expression.sql()).lower():
+    try:  # one round trip for the usual case: no cast and no subquery (`sql()`: every argument,
+        # untruncated, but a subquery's only as `exists()`, `scalarsubquery()`, `listquery()`)
+        if not re.search(r"cast\(|(query|exists)\(\)", str(expression.sql()).lower()):
             return None
     except Exception:  # an expression without SQL text: walk it
         pass
-    stack = [expression]
-    while stack:
-        node = stack.pop()
-        kind = node_kind(spark, node)
+    for node, kind in plan_nodes(spark, expression):
         if kind.name == "Cast" and node.child().foldable() and node.child().dataType().typeName() == "string":
             target = str(node.dataType().typeName())
             text = node.child().eval(None)
             if (target in LITERAL_KINDS or target.startswith("decimal")) and text is not None \
                     and node.eval(None) is None:
                 return str(text), LITERAL_KINDS.get(target, "number")
-        if not kind.leaf:
-            children = node.children()
-            stack += [children.apply(i) for i in range(children.size())]
     return None
 
 
@@ -4451,6 +4455,7 @@ class Ledger:
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
         self.copied = set()  # snapshots main holds a copy of (a rebase's, an operator's cherry-pick)
         self.gone = set()  # runs whose publish main no longer holds (rolled back), as last decided
+        self.gone_at = None  # main's snapshot id when it was
 
     @classmethod
     def of(cls, spark, p, checks=None):
@@ -7446,12 +7451,12 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         metadata = iceberg_table(spark, t)
     quarantine = last_quarantine(metadata)
     ledger.catch_up(quarantine)
-    known = ledger.known(metadata)
-    ancestry = history.ancestry(metadata, ref_id(metadata, "main"), known)
+    known, main = ledger.known(metadata), ref_id(metadata, "main")
+    ancestry = history.ancestry(metadata, main, known)
     if not ancestry.whole:  # expiry under way: a publish may have left history since the ledger was read
         ledger.forget()
         known = ledger.known(metadata)
-        ancestry = history.ancestry(metadata, ref_id(metadata, "main"), known)
+        ancestry = history.ancestry(metadata, main, known)
     oldest = min((m.timestamp_ms for m in ancestry.marks if m.timestamp_ms), default=0)
 
     def rolled_back(m):  # its snapshot still exists, is newer than main's oldest ancestor, and is not on main
@@ -7494,7 +7499,7 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
     # the copies in this very metadata (the walk may remember one expired since): a branch at a
     # copy's source may go while the copy protects the source's files from Java's expiry
-    ledger.unrecorded, ledger.gone = unrecorded, gone
+    ledger.unrecorded, ledger.gone, ledger.gone_at = unrecorded, gone, main
     ledger.copied = {m.source_id for m in ancestry.marks
                      if m.source_id is not None and metadata.snapshot(m.snapshot_id) is not None}
     return found
@@ -9229,6 +9234,10 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             staged, metrics = stage(spark, p, t, checks, report, batch, df)
             audited = False
         if not audited:
+            if staged["parent_id"] != ledger.gone_at and any(c.reads_history for c in checks):
+                # main moved (an operator's rollback, or its undo) since the history left out the
+                # publishes main no longer holds: decided again, for main as the batch is staged on it
+                consumed_publishes(spark, t, ledger, history)
             audit_staged(spark, p, t, checks, report, batch, df, staged, dropped_counts, metrics, ledger)
             audited = True
             fault_point("audit")

@@ -258,6 +258,38 @@ def test_a_rolled_back_publish_is_no_history_so_its_rerun_is_not_compared_with_i
     assert code == 3 and r["history"] == 1 and r["expected"] == "<= 11", r
 
 
+def test_a_publish_rolled_back_while_the_run_prepares_is_no_history(wap, spark, monkeypatch):
+    """The operator's rollback lands after this run read which publishes main holds, before its
+    branch is made on main: the history is that of main as the batch is staged on it."""
+    assert wap.run(rows(10), checks=[])[0] == 0
+    before = wap.refs()["main"]
+    assert wap.run(rows(100, 1000), checks=[])[0] == 0
+
+    def operator_rolls_back(step):
+        if step == "stage":
+            spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    monkeypatch.setattr(wap_etl, "fault_point", operator_rolls_back)
+    code, report = wap.run(rows(100, 2000), checks="Rules = [ RowCount <= max(last(3)) * 1.1 ]")
+    r = report.checks[0]
+    assert code == 3 and r["history"] == 1 and r["expected"] == "<= 11", r
+
+
+def test_a_rollback_undone_while_the_run_prepares_counts_its_publish_again(wap, spark, monkeypatch):
+    assert wap.run(rows(10), checks=[])[0] == 0
+    before = wap.refs()["main"]
+    assert wap.run(rows(100, 1000), checks=[])[0] == 0
+    big = wap.refs()["main"]
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+
+    def operator_undoes_the_rollback(step):
+        if step == "stage":
+            spark.sql(f"CALL local.system.set_current_snapshot('{wap.table}', {big})")
+    monkeypatch.setattr(wap_etl, "fault_point", operator_undoes_the_rollback)
+    code, report = wap.run(rows(100, 2000), checks="Rules = [ RowCount <= max(last(3)) * 1.1 ]")
+    r = report.checks[0]
+    assert code == 0 and r["history"] == 2 and r["expected"] == "<= 110", r
+
+
 def test_a_run_row_completed_for_a_publish_later_does_not_hide_the_runs_own_metrics(wap, spark):
     """Another run records a publish whose own ledger row it did not find yet (no metrics, dated
     when it wrote it, here after a later publish); the run's own row, with them, lands too:

@@ -119,6 +119,11 @@ CASES = {
         lambda w, s, t: write(t / "dated.csv", DATED),
         {"checks": [{"check": "not_null", "column": "id", "where": "ts > '2024-06-05 25:00:00'"}]},
         ["check 'not_null_id'", "'2024-06-05 25:00:00' is not a timestamp"]),
+    "subquery comparing with a date that is none": (
+        lambda w, s, t: write(t / "dated.csv", DATED),
+        {"checks": [{"check": "expression", "expr": "d IN (SELECT x FROM VALUES (DATE'2024-01-01') AS v(x) "
+                                                    "WHERE x <> '2024-02-30')"}]},
+        ["check 'expression'", "'2024-02-30' is not a date"]),
     "expression comparing a number with a string that is none": (
         None, {"checks": [{"check": "expression", "expr": "amount <> 'n/a'"}]}, ["check 'expression'", "'n/a' is not a number"]),
     "DQDL value that is no time of its column": (
