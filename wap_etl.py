@@ -1827,16 +1827,18 @@ def node_kind(spark, node):
     return _NODE_KINDS[key]
 
 
-def plan_nodes(spark, tree):
+def plan_nodes(spark, tree, views=True):
     """Every node of a parsed or analysed plan or expression, with its NodeKind, at any depth:
-    children, a plan's expressions, subqueries' plans and CTE bodies. A temporary view of this
-    job's own ({batch}, ...) is not entered: it is not the user's SQL."""
+    children, a plan's expressions, subqueries' plans and CTE bodies, and (`views`) the bodies of
+    the views it reads. A temporary view of this job's own ({batch}, ...) is not entered: it is not
+    the user's SQL."""
     stack = [tree]
     while stack:
         node = stack.pop()
         kind = node_kind(spark, node)
         yield node, kind
-        if kind.name == "View" and node.isTempView() and JOB_VIEW.fullmatch(str(node.desc().identifier().table())):
+        if kind.name == "View" and (not views or node.isTempView() and
+                                    JOB_VIEW.fullmatch(str(node.desc().identifier().table()))):
             continue
         nested = ([] if kind.leaf else [node.children()]) + ([node.expressions()] if kind.plan else [])
         for seq in nested:
@@ -1907,17 +1909,21 @@ LITERAL_KINDS = {"date": "date", "timestamp": "timestamp", "timestamp_ntz": "tim
 
 def _unreadable_literal(spark, expression):
     try:  # one round trip for the usual case: no cast and no subquery (`sql()`: every argument,
-        # untruncated, but a subquery's only as `exists()`, `scalarsubquery()`, `listquery()`)
-        if not re.search(r"cast\(|(query|exists)\(\)", str(expression.sql()).lower()):
+        # untruncated, but a subquery's as `exists(<outer columns>)`, `scalarsubquery(...)`, ...)
+        if not re.search(r"cast\(|(query|exists)\(", str(expression.sql()).lower()):
             return None
     except Exception:  # an expression without SQL text: walk it
         pass
-    for node, kind in plan_nodes(spark, expression):
+    # the condition's own text and its subqueries', not the bodies of views it reads: a string
+    # there is not the user's to change
+    for node, kind in plan_nodes(spark, expression, views=False):
         if kind.name == "Cast" and node.child().foldable() and node.child().dataType().typeName() == "string":
             target = str(node.dataType().typeName())
-            text = node.child().eval(None)
-            if (target in LITERAL_KINDS or target.startswith("decimal")) and text is not None \
-                    and node.eval(None) is None:
+            try:
+                text, value = node.child().eval(None), node.eval(None)
+            except Exception:  # a cast Spark refuses to evaluate here (ANSI mode): not this one's kind
+                continue
+            if (target in LITERAL_KINDS or target.startswith("decimal")) and text is not None and value is None:
                 return str(text), LITERAL_KINDS.get(target, "number")
     return None
 
@@ -4455,7 +4461,7 @@ class Ledger:
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
         self.copied = set()  # snapshots main holds a copy of (a rebase's, an operator's cherry-pick)
         self.gone = set()  # runs whose publish main no longer holds (rolled back), as last decided
-        self.gone_at = None  # main's snapshot id when it was
+        self._gone_for = None  # (main's snapshot id,) it was decided for; None: the rows read since
 
     @classmethod
     def of(cls, spark, p, checks=None):
@@ -4593,7 +4599,15 @@ class Ledger:
             self.forget()
 
     def forget(self):
-        self._published = self._consumed = self._prefetch = None
+        self._published = self._consumed = self._prefetch = self._gone_for = None
+
+    def decided_gone(self, gone, main):
+        """The runs whose publish `main` (main's snapshot id) does not hold, of the rows read now."""
+        self.gone, self._gone_for = gone, (main,)
+
+    def gone_holds(self, main):
+        """True if `gone` was decided for this main, and for the rows as read now."""
+        return self._gone_for == (main,)
 
     def recent(self, limit, status=None):
         """The newest runs (one row per run id), newest first. Publishes come from the rows read
@@ -7499,7 +7513,8 @@ def consumed_publishes(spark, t, ledger, history, metadata=None):
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
     # the copies in this very metadata (the walk may remember one expired since): a branch at a
     # copy's source may go while the copy protects the source's files from Java's expiry
-    ledger.unrecorded, ledger.gone, ledger.gone_at = unrecorded, gone, main
+    ledger.unrecorded = unrecorded
+    ledger.decided_gone(gone, main)
     ledger.copied = {m.source_id for m in ancestry.marks
                      if m.source_id is not None and metadata.snapshot(m.snapshot_id) is not None}
     return found
@@ -9234,11 +9249,8 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
             staged, metrics = stage(spark, p, t, checks, report, batch, df)
             audited = False
         if not audited:
-            if staged["parent_id"] != ledger.gone_at and any(c.reads_history for c in checks):
-                # main moved (an operator's rollback, or its undo) since the history left out the
-                # publishes main no longer holds: decided again, for main as the batch is staged on it
-                consumed_publishes(spark, t, ledger, history)
-            audit_staged(spark, p, t, checks, report, batch, df, staged, dropped_counts, metrics, ledger)
+            audit_staged(spark, p, t, checks, report, batch, df, staged, dropped_counts, metrics, ledger,
+                         history)
             audited = True
             fault_point("audit")
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
@@ -9312,7 +9324,7 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                              "files on it (retry %d)", decision.main, moves)
                     staged = rebase(spark, t, batch, staged, decision.main, int(time.time() * 1000))
                     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
-                    recheck_state(spark, t, checks, report, batch, staged, ledger)
+                    recheck_state(spark, t, checks, report, batch, staged, ledger, history)
                     if blocking_failures(report):
                         return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
                 else:
@@ -9467,7 +9479,8 @@ def refuse_changed_table(t, table, p):
                        "Nothing written to the table or a branch")
 
 
-def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger):
+def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger,
+                 history):
     """Every check against exactly the snapshot that will be published."""
     restaged, report.checks = bool(report.checks), []  # an earlier attempt's verdicts never stand
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
@@ -9475,6 +9488,7 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
         if restaged or history_behind(checks, staged, ledger):
             ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
             await_history(checks, staged, ledger)
+        leave_out_rolled_back(spark, t, checks, ledger, history, staged["parent_id"])
         staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,
                                 batch_df, p, staged["summary"])
         whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
@@ -9534,6 +9548,15 @@ def rejudged(c, result, ledger):
                 expected=None if checked.condition is None else str(checked.condition))
 
 
+def leave_out_rolled_back(spark, t, checks, ledger, history, main):
+    """History checks compare with the publishes `main` (the staged snapshot's parent) holds: which
+    recorded publishes it no longer holds (rolled back) is decided again if that was decided for
+    another main (a rollback, or its undo, since) or before the ledger's rows were read again (they
+    may hold a publish made and rolled back since). Not at all in a run where neither happened."""
+    if any(c.reads_history for c in checks) and not ledger.gone_holds(main):
+        consumed_publishes(spark, t, ledger, history)
+
+
 def history_behind(checks, staged, ledger):
     """True if a check compares with earlier publishes and the ledger's rows (read as this run
     began) lack the table's last publish as the batch was staged: another run published and
@@ -9549,7 +9572,7 @@ def unrecorded_publish(staged, ledger):
     return None if last is None or last[0].run_id in {m.run_id for m in ledger.published()} else last
 
 
-def recheck_state(spark, t, checks, report, batch, staged, ledger):
+def recheck_state(spark, t, checks, report, batch, staged, ledger, history):
     """After a rebase the rows are the audited ones, but main around them (and what else a check
     reads: another table, the ledger's history) changed: every rule that reads more than the rows
     is judged again. One that measures the batch alone under a dynamic condition keeps its value
@@ -9560,6 +9583,7 @@ def recheck_state(spark, t, checks, report, batch, staged, ledger):
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         await_history(recheck, staged, ledger)
+        leave_out_rolled_back(spark, t, recheck, ledger, history, staged["parent_id"])
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         earlier = {r["name"]: r for r in nested_results(verdicts)}
         stale = [c for c in leaf_checks(recheck) if c.reads_state]

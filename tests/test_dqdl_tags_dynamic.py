@@ -290,6 +290,38 @@ def test_a_rollback_undone_while_the_run_prepares_counts_its_publish_again(wap, 
     assert code == 0 and r["history"] == 2 and r["expected"] == "<= 110", r
 
 
+def test_a_publish_made_and_rolled_back_while_the_run_prepares_is_no_history(wap, spark, monkeypatch):
+    """Another run publishes and records 100 rows after this run read the ledger, and the operator
+    rolls them back before this run's branch is made: main is as this run found it, but the rows
+    it reads again to catch up with that publish hold it. It is no history."""
+    rules = "Rules = [ RowCount <= max(last(3)) * 1.1 ]"
+    assert wap.run(rows(10), checks=[])[0] == 0
+    before = wap.refs()["main"]
+
+    def published_and_rolled_back(step):
+        if step == "stage":
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            other = wap.cli(rows(100, 1000), checks=[])
+            out, _ = other.communicate(timeout=400)
+            assert other.returncode == 0 and 1000 in wap.ids(), out[-2000:]
+            spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    monkeypatch.setattr(wap_etl, "fault_point", published_and_rolled_back)
+    code, report = wap.run(rows(100, 2000), checks=rules)
+    r = report.checks[0]
+    assert code == 3 and r["history"] == 1 and r["expected"] == "<= 11", r
+
+
+def test_a_run_whose_main_did_not_move_decides_the_rolled_back_publishes_no_more_often(wap, monkeypatch):
+    rules = "Rules = [ RowCount <= max(last(3)) * 1.1 ]"
+    assert wap.run(rows(10), checks=rules)[0] == 0
+    calls, real = [], wap_etl.consumed_publishes
+    monkeypatch.setattr(wap_etl, "consumed_publishes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert wap.run(rows(10, 100), checks=[])[0] == 0
+    without_history, calls[:] = len(calls), []
+    assert wap.run(rows(10, 200), checks=rules)[0] == 0
+    assert len(calls) == without_history
+
+
 def test_a_run_row_completed_for_a_publish_later_does_not_hide_the_runs_own_metrics(wap, spark):
     """Another run records a publish whose own ledger row it did not find yet (no metrics, dated
     when it wrote it, here after a later publish); the run's own row, with them, lands too:

@@ -26,7 +26,7 @@ def test_a_volume_check_sees_publishes_recorded_after_a_rebase(wap, monkeypatch)
     code, report = wap.run([{"id": 1}], checks=VOLUME)
     assert code == 0 and report.status == "published"
     wap_etl.recheck_state(wap.spark, None, [], report, None, None, wap_etl.Ledger(
-        wap.spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}"))
+        wap.spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}"), None)
     assert calls, "the recheck forgot the rows read before the rebase"
 
 

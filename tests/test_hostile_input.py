@@ -124,6 +124,11 @@ CASES = {
         {"checks": [{"check": "expression", "expr": "d IN (SELECT x FROM VALUES (DATE'2024-01-01') AS v(x) "
                                                     "WHERE x <> '2024-02-30')"}]},
         ["check 'expression'", "'2024-02-30' is not a date"]),
+    "correlated subquery comparing with a date that is none": (
+        lambda w, s, t: write(t / "dated.csv", DATED),
+        {"checks": [{"check": "expression", "expr": "d <> (SELECT max(x) FROM VALUES (DATE'2024-01-01') AS v(x) "
+                                                    "WHERE x <> d AND x <> '2024-02-30')"}]},
+        ["check 'expression'", "'2024-02-30' is not a date"]),
     "expression comparing a number with a string that is none": (
         None, {"checks": [{"check": "expression", "expr": "amount <> 'n/a'"}]}, ["check 'expression'", "'n/a' is not a number"]),
     "DQDL value that is no time of its column": (
@@ -180,6 +185,14 @@ def test_strings_spark_reads_as_the_column_or_compares_as_text_are_accepted(wap)
     code, report = wap.run(rows, checks=[{"check": "expression", "expr": e} for e in (
         "s <> '2024-02-30x'", "d IN ('2024-06-05', 'x')", "d > '2024-06-01'", "amount <> 'NaN'",
         "d > ' 2024-06-01'")])
+    assert code == 0, report.error
+
+
+def test_a_string_a_view_the_condition_reads_casts_to_null_is_not_the_checks_to_answer_for(wap, spark):
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW {wap.ns}_dim AS SELECT id, CAST('n/a' AS INT) AS code "
+              "FROM VALUES (1), (2) AS v(id)")
+    code, report = wap.run([{"id": 1, "amount": 1.0}], checks=[
+        {"check": "expression", "expr": f"id IN (SELECT id FROM {wap.ns}_dim)"}])
     assert code == 0, report.error
 
 
