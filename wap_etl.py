@@ -663,7 +663,7 @@ def parse_params(argv):
     if schema_evolution not in ("fail", "add_columns"):
         raise bad_input(f"--schema_evolution: expected fail or add_columns, got {schema_evolution!r}")
     retention = parse_number("branch_retention_days", raw["branch_retention_days"], int, 1, 36500)
-    retries = parse_number("max_publish_retries", raw["max_publish_retries"], int, 0)
+    retries = parse_number("max_publish_retries", raw["max_publish_retries"], int, 0, 100)
     suggest_format = (raw["suggest_format"] or "json").lower()
     if suggest_format not in ("json", "dqdl"):
         raise bad_input(f"--suggest_format: expected json or dqdl, got {suggest_format!r}")
@@ -4456,6 +4456,7 @@ class Ledger:
         self._published = None
         self._consumed = None
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
+        self._read_at = None  # the ledger's snapshot id the consumed rows were read at (or after)
         self._caught_up = None  # the last consumption read again for (catch_up)
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
@@ -4510,16 +4511,20 @@ class Ledger:
                 read = pending.rows  # a failed read raises here, as if it had run here
             if read is None:
                 read = self.read_consumed()
-            self._consumed, columns = read
+            self._consumed, columns, self._read_at = read
             self._columns = columns or self._columns  # the closing append's check: one load fewer
         return self._consumed
 
     def read_consumed(self):
-        """The read itself, as (rows, the ledger's columns or None): it caches nothing, since a
-        prefetch may run it on another thread."""
+        """The read itself, as (rows, the ledger's columns or None, the ledger's snapshot id as the
+        read began): it caches nothing, since a prefetch may run it on another thread."""
         if not self.exists():
-            return [], None
+            return [], None, None
         from pyspark.sql import functions as F
+        # the rows hold at least what this snapshot does (iceberg_table refreshes a caching
+        # catalog's table, which the read then finds); a read at exactly it would take its schema,
+        # which lacks the columns added since
+        read_at = self.head()
         ledger = self.spark.table(self.ref.sql)  # one load, for its columns and its rows
         columns = {f.name.lower() for f in ledger.schema.fields}
         ids = "input_file_ids" in columns
@@ -4534,7 +4539,16 @@ class Ledger:
                         *(["input_file_ids"] if ids else [])).collect())
         # as dicts: a Row finds a field by name by searching its field list, which over a long
         # ledger's rows, each read a dozen times, cost more than the read itself
-        return [r.asDict() for r in rows], columns
+        return [r.asDict() for r in rows], columns, read_at
+
+    def head(self):
+        """The ledger table's current snapshot id (None: no row yet)."""
+        return ref_id(iceberg_table(self.spark, self.ref), "main")
+
+    def recorded_since_read(self):
+        """True unless the ledger is still at the snapshot it was at as the rows were read: one
+        catalog look-up, where reading the rows again is a Spark job."""
+        return self._consumed is None or self._read_at is None or self.head() != self._read_at
 
     def prefetch(self):
         """Start the consumed rows' read in the background, while the batch is read and validated
@@ -7454,20 +7468,24 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
     return Decision(Move.RESTAGE, main)
 
 
-def consumed_publishes(spark, t, ledger, history, metadata=None):
+def consumed_publishes(spark, t, ledger, history, metadata=None, head=None):
     """What this table has consumed: every publish on main's ancestry (as far as the metadata and
     this job's records reach), every recorded publish that ancestry cannot prove gone, and every
     run that quarantined its whole batch. A publish main no longer holds (rolled back) is not
-    among them, whether or not its snapshot still exists."""
+    among them, whether or not its snapshot still exists. `head`: main as a batch was staged on
+    it, if not main now."""
     if metadata is None:
         if not table_exists(spark, t):
             return []
         metadata = iceberg_table(spark, t)
     quarantine = last_quarantine(metadata)
     ledger.catch_up(quarantine)
-    known, main = ledger.known(metadata), ref_id(metadata, "main")
+    known, main = ledger.known(metadata), ref_id(metadata, "main") if head is None else head
     ancestry = history.ancestry(metadata, main, known)
-    if not ancestry.whole:  # expiry under way: a publish may have left history since the ledger was read
+    if not ancestry.whole and ledger.recorded_since_read():
+        # expiry under way: a publish may have left history since the ledger was read. (Not where
+        # nothing was recorded since: a snapshot of another writer's, compaction's, expired from
+        # main's ancestry stops every walk, and reading the rows again could not carry it further.)
         ledger.forget()
         known = ledger.known(metadata)
         ancestry = history.ancestry(metadata, main, known)
@@ -9553,8 +9571,12 @@ def leave_out_rolled_back(spark, t, checks, ledger, history, main):
     recorded publishes it no longer holds (rolled back) is decided again if that was decided for
     another main (a rollback, or its undo, since) or before the ledger's rows were read again (they
     may hold a publish made and rolled back since). Not at all in a run where neither happened."""
-    if any(c.reads_history for c in checks) and not ledger.gone_holds(main):
-        consumed_publishes(spark, t, ledger, history)
+    if not any(c.reads_history for c in checks) or ledger.gone_holds(main):
+        return
+    if main is None:  # an empty main: no publish of this table's to leave out (a first run's)
+        ledger.decided_gone(set(), None)
+    else:
+        consumed_publishes(spark, t, ledger, history, head=main)
 
 
 def history_behind(checks, staged, ledger):

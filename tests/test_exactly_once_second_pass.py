@@ -534,3 +534,24 @@ def test_a_dropped_ledger_does_not_make_past_publishes_unaudited(wap, spark):
     code, again = wap.run(path, checks=UNIQUE)
     assert code == 0 and again.status == "already_published", again.error
     assert wap.ids() == [1, 2, 3, 4, 5, 50]
+
+
+def test_a_publish_recorded_and_expired_after_the_run_read_the_ledger_is_still_found(wap, spark, monkeypatch):
+    """Another run publishes the batch and records it after this run read the ledger; a third
+    publish, then expiry, leaves main's ancestry stopping at that publish's snapshot: the ledger,
+    recorded in since, is read again, and this run finds the batch on main."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+    path = wap.csv(ROWS)
+
+    def others_publish_then_expiry(step):
+        if step == "audit":
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            for source in (path, [{"id": 70, "amount": 7.0}]):  # the batch, then another on top
+                other = wap.cli(source, checks=UNIQUE)
+                out, _ = other.communicate(timeout=400)
+                assert other.returncode == 0, out[-3000:]
+            expire_all_but_the_last(spark, wap)
+    monkeypatch.setattr(wap_etl, "fault_point", others_publish_then_expiry)
+    code, report = wap.run(path, checks=UNIQUE)
+    assert code == 0 and report.status == "already_published", report.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 70]

@@ -2,6 +2,7 @@
 can answer makes no Spark job of its own, and the verdicts stay exact."""
 import gzip
 import threading
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -340,3 +341,19 @@ def test_a_catalog_that_cached_before_its_setting_was_turned_off_is_still_refres
     # a catalog reads its settings when first used: turning its cache off later changes nothing
     turn_off = lambda name: spark.conf.set(f"spark.sql.catalog.{name}.cache-enabled", "false")  # noqa: E731
     assert caching_catalog_sees_another_writers_commit(spark, ns, warehouse, after_first_load=turn_off)
+
+
+def test_a_run_on_a_table_whose_compaction_snapshot_expired_reads_the_ledger_once(wap, spark, monkeypatch):
+    """Another writer's snapshot (compaction's, here an insert) expired from main's ancestry ends
+    every walk of it; the ledger's rows, unchanged since the run read them, are not read again."""
+    assert wap.run([{"id": 1}], checks=VOLUME)[0] == 0
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (2)")  # not this job's
+    assert wap.run([{"id": 3}], checks=VOLUME)[0] == 0
+    later = (datetime.now(timezone.utc) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', older_than => TIMESTAMP '{later}', "
+              "retain_last => 1)")
+    reads, real = [], wap_etl.Ledger.read_consumed
+    monkeypatch.setattr(wap_etl.Ledger, "read_consumed", lambda self: reads.append(1) or real(self))
+    code, report = wap.run([{"id": 4}], checks=VOLUME)
+    assert code == 0 and report.status == "published" and wap.ids() == [1, 2, 3, 4]
+    assert len(reads) == 1

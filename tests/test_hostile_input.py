@@ -69,6 +69,7 @@ CASES = {
                                      ["--runs_table"]),
     "batch id too long": (None, {"batch_id": "b" * 200}, ["--batch_id"]),
     "negative retries": (None, {"max_publish_retries": "-1"}, ["--max_publish_retries"]),
+    "retries without end": (None, {"max_publish_retries": "1000000000"}, ["--max_publish_retries", "from 0 to 100"]),
     "between bound of the wrong type": (None, {"checks": [{"check": "between", "column": "id", "min": "one"}]},
                                         ["check 'between_id'"]),
     "accepted value of the wrong type": (None, {"checks": [{"check": "accepted_values", "column": "id",
