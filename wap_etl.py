@@ -9573,8 +9573,8 @@ def leave_out_rolled_back(spark, t, checks, ledger, history, main):
     may hold a publish made and rolled back since). Not at all in a run where neither happened."""
     if not any(c.reads_history for c in checks) or ledger.gone_holds(main):
         return
-    if main is None:  # an empty main: no publish of this table's to leave out (a first run's)
-        ledger.decided_gone(set(), None)
+    if main is None:  # an empty main holds no publish (a first run's; a table replaced): no look-up
+        ledger.decided_gone({m.run_id for m in ledger.published() if m.status == "published"}, None)
     else:
         consumed_publishes(spark, t, ledger, history, head=main)
 

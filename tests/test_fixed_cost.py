@@ -354,6 +354,9 @@ def test_a_run_on_a_table_whose_compaction_snapshot_expired_reads_the_ledger_onc
               "retain_last => 1)")
     reads, real = [], wap_etl.Ledger.read_consumed
     monkeypatch.setattr(wap_etl.Ledger, "read_consumed", lambda self: reads.append(1) or real(self))
+    asked, since = [], wap_etl.Ledger.recorded_since_read
+    monkeypatch.setattr(wap_etl.Ledger, "recorded_since_read", lambda self: asked.append(since(self)) or asked[-1])
     code, report = wap.run([{"id": 4}], checks=VOLUME)
     assert code == 0 and report.status == "published" and wap.ids() == [1, 2, 3, 4]
+    assert asked and not any(asked), "the walk stopped at the expired snapshot; the ledger had no new rows"
     assert len(reads) == 1
