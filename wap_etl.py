@@ -529,10 +529,29 @@ def list_folder(path):
             raise WapError(f"--source_path: cannot list {path}: {' '.join(str(e).split())[:500]}",
                            EXIT_BAD_INPUT if bad else EXIT_ERROR) from None
     elif os.path.isdir(path):
-        for folder, dirs, files in os.walk(path):
-            dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-            names += [n for n in files if not n.startswith(("_", "."))]
+        names = [os.path.basename(f) for f in local_data_files(path)]
     return names
+
+
+def local_data_files(folder):
+    """The paths of the files under a local folder, but those under or named with _ or ."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        yield from (os.path.join(root, n) for n in files if not n.startswith(("_", ".")))
+
+
+def special_file(path):
+    """The first local file to read at `path` (itself, or one under it, as list_folder finds them)
+    that is a named pipe, socket or device, or None."""
+    from stat import S_ISBLK, S_ISCHR, S_ISFIFO, S_ISSOCK
+    for f in local_data_files(path) if os.path.isdir(path) else [path]:
+        try:
+            mode = os.stat(f).st_mode
+        except OSError:  # gone since the listing, or a dangling link: the read says what it finds
+            continue
+        if S_ISFIFO(mode) or S_ISSOCK(mode) or S_ISCHR(mode) or S_ISBLK(mode):
+            return f
+    return None
 
 
 def check_catalog_is_safe(catalog, catalog_type, warehouse):
@@ -596,6 +615,10 @@ def parse_params(argv):
             raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
         if os.path.isfile(source_path) and os.path.getsize(source_path) == 0:
             raise bad_input(f"--source_path: {source_path!r} is empty (0 bytes)")
+        special = special_file(source_path)
+        if special:
+            raise bad_input(f"--source_path: {special!r} is not a regular file (a named pipe, socket or "
+                            "device would never end the read)")
     namespace, table_name = parse_table_name("table", raw["table"])
     runs_namespace, runs_name = (parse_table_name("runs_table", raw["runs_table"]) if raw["runs_table"]
                                  else (namespace, f"{table_name}_wap_runs"))
@@ -4542,8 +4565,17 @@ class Ledger:
         return [r.asDict() for r in rows], columns, read_at
 
     def head(self):
-        """The ledger table's current snapshot id (None: no row yet)."""
-        return ref_id(iceberg_table(self.spark, self.ref), "main")
+        """The ledger table's current snapshot id (None: no row yet). A ledger dropped while the
+        run uses it ends the run: what the table consumed is no longer on record to decide by."""
+        try:
+            table = iceberg_table(self.spark, self.ref)
+        except Exception:
+            if self.exists():
+                raise
+            raise WapError(f"run ledger: {self.ref.sql} was dropped while this run used it; the run stops "
+                           "rather than decide what the table consumed without it. Restore it (Iceberg's "
+                           "register_table) or rerun to start a new one") from None
+        return ref_id(table, "main")
 
     def recorded_since_read(self):
         """True unless the ledger is still at the snapshot it was at as the rows were read: one
@@ -5449,20 +5481,20 @@ def write_reached_main(spark, t, batch, ours):
                           "undone: check main; not publishing", replace(ours, recorded=False))
 
 
-def settle_branch_gone(spark, t, report, batch, ledger, ours):
+def settle_branch_gone(run, ours):
     """This run's branch is gone while its snapshot is on main. Legitimate only if another run of
     the batch resumed that snapshot and published it: its compare-and-swap then named itself in
     the table's last-publish property, or the ledger records it. Otherwise the write reached main
     unaudited: undone, exit 1."""
-    table = iceberg_table(spark, t)
-    ledger.forget()
-    publishers = [m for m in [last_publish(table)] + ledger.published()
+    table = iceberg_table(run.spark, run.t)
+    run.ledger.forget()
+    publishers = [m for m in [last_publish(table)] + run.ledger.published()
                   if m is not None and m.snapshot_id == ours.snapshot_id and m.status == "published"
-                  and m.run_id != batch.run_id]
+                  and m.run_id != run.batch.run_id]
     if not publishers:
-        write_reached_main(spark, t, batch, ours)
-    report.rows_written = int((ours.summary or {}).get("added-records", 0))
-    return settle_already_published(spark, t, report, batch, ledger, publishers[0], ref_id(table, "main"))
+        write_reached_main(run.spark, run.t, run.batch, ours)
+    run.report.rows_written = int((ours.summary or {}).get("added-records", 0))
+    return settle_already_published(run, publishers[0], ref_id(table, "main"))
 
 
 def undo_write_to_main(spark, t, run_id):
@@ -7442,14 +7474,16 @@ def commit_conflicts():
         raise
 
 
-def decide_publish(spark, t, p, batch, history, ledger, staged):
+def decide_publish(run, staged):
     """The one place that decides how this run publishes, from fresh table metadata.
     `staged`: the audited snapshot's snapshot_info."""
-    operations = iceberg_table(spark, t).operations()
+    batch, p = run.batch, run.p
+    operations = iceberg_table(run.spark, run.t).operations()
     metadata = operations.refresh()
     main = ref_id(metadata, "main")
+    consumed = consumed_publishes(run.spark, run.t, run.ledger, run.history, metadata)
     try:
-        on_main = already_on_main(consumed_publishes(spark, t, ledger, history, metadata), batch)
+        on_main = already_on_main(consumed, batch)
     except UnauditedOnMain:
         raise
     except WapError as e:  # a concurrent run loaded this input meanwhile: not bad input any more
@@ -7461,11 +7495,15 @@ def decide_publish(spark, t, p, batch, history, ledger, staged):
         # (a merge's deletes may find the rows they delete on a moved main: it stages again,
         # unless it kept no rows, which change nothing on any main)
         return Decision(Move.QUARANTINE if batch.quarantined else Move.NOTHING, main, metadata, operations)
+    if main != staged["parent_id"] and (p.mode != "append" or main is None):
+        return Decision(Move.RESTAGE, main)
+    if metadata.snapshot(staged["snapshot_id"]) is None:  # its branch dropped, then expiry: its files may be gone
+        raise WapError(f"publish: the audited snapshot {staged['snapshot_id']} is gone (branch {batch.branch} "
+                       "was dropped and the snapshot expired); nothing was published. Rerun to stage the "
+                       "batch again")
     if main == staged["parent_id"]:
         return Decision(Move.PUBLISH, main, metadata, operations)
-    if p.mode == "append" and main is not None:
-        return Decision(Move.REBASE, main)
-    return Decision(Move.RESTAGE, main)
+    return Decision(Move.REBASE, main)
 
 
 def consumed_publishes(spark, t, ledger, history, metadata=None, head=None):
@@ -7746,6 +7784,8 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
     transaction is all or nothing; if the table changed under it, CommitConflict: decide again."""
     table = iceberg_table(spark, t)
     snapshot = table.snapshot(staged["snapshot_id"])
+    if snapshot is None:  # gone since the decision: the next one says why
+        raise CommitConflict("the audited snapshot is gone")
     io = table.io()
     if (snapshot.removedDataFiles(io).iterator().hasNext()
             or snapshot.addedDeleteFiles(io).iterator().hasNext()):
@@ -9038,6 +9078,21 @@ def plain_number(value):
 # Main
 # =================================================================================================
 
+@dataclass
+class Run:
+    """One run's state, carried through write, audit and publish as one object: its session,
+    parameters, table, checks, report, run ledger and history walk, and (once the input is
+    identified) its batch."""
+    spark: object
+    p: Params
+    t: TableRef
+    checks: list
+    report: RunReport
+    ledger: Ledger
+    history: History
+    batch: Batch = None
+
+
 @contextmanager
 def timed(report, step):
     """Add the seconds a step took to the report, whatever its outcome, and run its Spark jobs in
@@ -9098,7 +9153,8 @@ def run_job(argv, scrubber):
         outer_group = spark.sparkContext.getLocalProperty(JOB_GROUP)
         spark.sparkContext.setLocalProperty(JOB_GROUP, job_group(report, OTHER_STEP))
         ledger, history = Ledger.of(spark, p, checks), History()
-        code = run_batch(spark, p, checks, report, ledger, history)
+        code = run_batch(Run(spark, p, TableRef(p.catalog, p.namespace, p.table_name), checks, report,
+                             ledger, history))
     except WapError as e:
         report.status, report.error, code = Status.ERROR, str(e), e.code
         log.error("wap_etl: error: %s", e)
@@ -9121,29 +9177,30 @@ def run_job(argv, scrubber):
     return code, report
 
 
-def run_batch(spark, p, checks, report, ledger, history):
+def run_batch(run):
     """Read the batch; a read that fails on malformed data, whenever it surfaces, is bad input."""
-    t = TableRef(p.catalog, p.namespace, p.table_name)
+    spark, p, t, report, ledger = run.spark, run.p, run.t, run.report, run.ledger
     with timed(report, "read"):
         table = table_if_exists(spark, t)  # its uuid and schema
         if table is not None:
             report.table_uuid = str(table.uuid().toString())
             ledger.identify(report.table_uuid)
             ledger.prefetch()  # overlaps the reader and validation below
-        paths = select_source_files(spark, p, t, ledger, history)
+        paths = select_source_files(spark, p, t, ledger, run.history)
         if not paths:
             log.info("--source_files new: no file under %s is new; nothing to publish", p.source_path)
             report.status = Status.NOTHING_TO_PUBLISH
             return EXIT_OK
         source = read_source(spark, p, table_schema(spark, table) if table is not None else None, paths)
     try:
-        return publish_batch(spark, p, t, checks, report, ledger, history, source, paths)
+        return publish_batch(run, source, paths)
     except Exception as e:
         raise explain_read_failure(spark, p, source, paths, e) from None
 
 
-def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
+def publish_batch(run, source, paths):
     """Validate the batch, then write, audit and publish it exactly once. Returns the exit code."""
+    spark, p, t, checks, report, ledger = run.spark, run.p, run.t, run.checks, run.report, run.ledger
     with timed(report, "validate"):
         check_source(spark, p, source, paths)
         files = identify_input(spark, paths if p.source_files == "new" else input_files(source), source)
@@ -9159,7 +9216,7 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         good, bad = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
             check_merge_batch(spark, p, good, plan)
-    batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
+    batch = run.batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
                   input_fingerprint=files.fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=files.paths, file_ids=files.ids, explicit_id=p.batch_id is not None,
                   track_files=p.source_files == "new", columns=list(df.columns), input_stamps=files.stamps,
@@ -9174,11 +9231,11 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
             if not plan.create:  # before any write: a clash with what main holds is bad input
                 table = iceberg_table(spark, t)
                 main = ref_id(table, "main")
-                published = already_on_main(consumed_publishes(spark, t, ledger, history, table), batch)
+                published = already_on_main(consumed_publishes(spark, t, ledger, run.history, table), batch)
                 record_found(ledger)
             if published is not None:
                 report.main_snapshot_before = main
-                return settle_already_published(spark, t, report, batch, ledger, published, main)
+                return settle_already_published(run, published, main)
             prepare_table(spark, p, t, plan)
             if plan.create or plan.enable_wap or plan.add_columns:
                 table = iceberg_table(spark, t)
@@ -9216,10 +9273,9 @@ def publish_batch(spark, p, t, checks, report, ledger, history, source, paths):
         if bad is not None and staged is None:
             dropped_counts = quarantine_own()
         try:
-            return write_audit_publish(spark, p, t, checks, report, batch, history, ledger, good,
-                                       staged, dropped_counts, quarantine_own)
+            return write_audit_publish(run, good, staged, dropped_counts, quarantine_own)
         except BranchGone as e:
-            return settle_branch_gone(spark, t, report, batch, ledger, e.mark)
+            return settle_branch_gone(run, e.mark)
     except UnauditedOnMain as e:
         side_effect("run ledger", lambda mark=e.mark: ledger.complete([mark]))  # the error names it either way
         raise
@@ -9252,32 +9308,31 @@ def apply_transform(source):
 MAX_COMMIT_CONFLICTS = 50  # commits lost to unrelated metadata changes; each is retried at once
 
 
-def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df, staged,
-                        dropped_counts, quarantine_own):
+def write_audit_publish(run, df, staged, dropped_counts, quarantine_own):
     """The one retry loop. Stage (unless resuming), audit, then do what the publish decision says:
     swap main, stop (already published), rebase the audited files on a moved main, or stage again.
     Only main moving counts against --max_publish_retries; a commit that lost to some other
     metadata change (another run's branch, say) is simply decided and tried again.
     Returns the exit code."""
+    spark, p, t, report, batch, ledger = run.spark, run.p, run.t, run.report, run.batch, run.ledger
     audited, unknown_commit = False, False
     moves = conflicts = 0
     while True:
         metrics = None
         if staged is None:
-            staged, metrics = stage(spark, p, t, checks, report, batch, df)
+            staged, metrics = stage(run, df)
             audited = False
         if not audited:
-            audit_staged(spark, p, t, checks, report, batch, df, staged, dropped_counts, metrics, ledger,
-                         history)
+            audit_staged(run, df, staged, dropped_counts, metrics)
             audited = True
             fault_point("audit")
             if blocking_failures(report):  # its branch kept, as staged: nothing is published anyway
-                return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
+                return failed_unless_published(run, staged)
             check_input_unchanged(spark, t, batch, report)  # what was staged and audited is the batch's input
             if changes_nothing(staged) and not ((report.rows_dropped or p.mode == "merge") and p.publish):
                 # no rows, or --publish false: consumes nothing, and leaves other runs' rows alone
                 # (a merge's deletes are decided on main as it is at the publish)
-                return nothing_to_publish(spark, t, report, batch, staged["parent_id"])
+                return nothing_to_publish(run, staged["parent_id"])
             if not p.publish:
                 report.status, report.main_snapshot_after = Status.STAGED, staged["parent_id"]
                 log.info("audit passed; --publish false, so branch %s is kept:\n  %s", batch.branch,
@@ -9285,9 +9340,9 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 return EXIT_OK
         with timed(report, "publish"):
             try:
-                decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+                decision = decide_publish(run, staged)
             except InputTaken:
-                abandon_batch(spark, t, report, batch)
+                abandon_batch(run)
                 raise
             # a commit of unknown outcome that the decision does not find on main failed after all
             unknown_commit = unknown_commit and decision.move is Move.ALREADY_PUBLISHED
@@ -9302,10 +9357,9 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                              staged["snapshot_id"])
                     return EXIT_OK
                 if decision.move is Move.NOTHING:
-                    return nothing_to_publish(spark, t, report, batch, decision.main)
+                    return nothing_to_publish(run, decision.main)
                 if decision.move is Move.ALREADY_PUBLISHED:
-                    return settle_already_published(spark, t, report, batch, ledger, decision.found,
-                                                    decision.main, staged, unknown_commit)
+                    return settle_already_published(run, decision.found, decision.main, staged, unknown_commit)
                 if decision.move is Move.QUARANTINE:
                     if batch.quarantine_run != batch.run_id:
                         # a taken-up snapshot's rows are its run's, which may still discard them once
@@ -9342,9 +9396,9 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                              "files on it (retry %d)", decision.main, moves)
                     staged = rebase(spark, t, batch, staged, decision.main, int(time.time() * 1000))
                     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
-                    recheck_state(spark, t, checks, report, batch, staged, ledger, history)
+                    recheck_state(run, staged)
                     if blocking_failures(report):
-                        return failed_unless_published(spark, t, p, report, batch, history, ledger, staged)
+                        return failed_unless_published(run, staged)
                 else:
                     log.info("main moved to %s while this batch was staged: staging it again "
                              "(retry %d)", decision.main, moves)
@@ -9364,9 +9418,10 @@ def write_audit_publish(spark, p, t, checks, report, batch, history, ledger, df,
                 time.sleep(random.uniform(0.05, 0.25) * min(conflicts, 8))
 
 
-def abandon_batch(spark, t, report, batch):
+def abandon_batch(run):
     """Another run consumed this batch's input meanwhile: nothing is left to inspect or publish,
     so no branch and no stray quarantined rows stay behind."""
+    spark, t, report, batch = run.spark, run.t, run.report, run.batch
     try:
         drop_branch(spark, t, batch.branch)
     except Exception as e:  # kept, and with it the rows it quarantined
@@ -9378,11 +9433,12 @@ def abandon_batch(spark, t, report, batch):
         side_effect("quarantine clean-up", lambda: discard_quarantine(spark, t, batch, report, batch.quarantine_run))
 
 
-def nothing_to_publish(spark, t, report, batch, main):
+def nothing_to_publish(run, main):
     """The staged snapshot would change nothing: the run consumes nothing (a rerun may load the
     batch again) and drops its branch; `main`: main's snapshot, unmoved."""
+    report = run.report
     report.status, report.main_snapshot_after = Status.NOTHING_TO_PUBLISH, main
-    drop_branch(spark, t, batch.branch)
+    drop_branch(run.spark, run.t, run.batch.branch)
     log.log(logging.WARNING if report.rows_dropped else logging.INFO, "the batch %s; nothing to publish",
             "was quarantined whole" if report.rows_dropped else "changes nothing on main")
     return EXIT_OK
@@ -9400,13 +9456,13 @@ def warn_failed(what, error):
     log.warning("%s failed (the run's outcome stands): %s", what, first_line(error))
 
 
-def settle_already_published(spark, t, report, batch, ledger, found, main, staged=None,
-                             unknown_commit=False):
+def settle_already_published(run, found, main, staged=None, unknown_commit=False):
     """The batch is on main (or its rows were all quarantined by the run that consumed it). If this
     run's own commit had an unknown outcome and main holds this run's snapshot (or the table's
     last-quarantine property names this run's consumption), it was this run's; otherwise another run
     consumed it, and if the ledger lacks that, this run records it (the consuming run died after
     its commit). This run's branch and quarantined rows go."""
+    spark, t, report, batch = run.spark, run.t, run.report, run.batch
     quarantined = found.status == "quarantined"  # consumed with every row quarantined: no snapshot
     if found.snapshot_id is not None:
         report.staged_snapshot = found.snapshot_id
@@ -9426,7 +9482,7 @@ def settle_already_published(spark, t, report, batch, ledger, found, main, stage
         side_effect("branch clean-up",  # made after that publish, if this run resumed the snapshot
                     lambda: drop_branch(spark, t, batch.branch))
         return EXIT_OK
-    side_effect("run ledger", lambda: ledger.complete([found]))
+    side_effect("run ledger", lambda: run.ledger.complete([found]))
     if staged is not None:
         side_effect("branch clean-up", lambda: drop_branch(spark, t, batch.branch))
         discard_own_quarantine(spark, t, batch, report)  # another run may have published it, rebased
@@ -9450,9 +9506,10 @@ def raise_if_input_changed(spark, t, batch, report, error):
         raise changed_input(changed[0]) from error
 
 
-def stage(spark, p, t, checks, report, batch, df):
+def stage(run, df):
     """Write the batch to a branch of this run's own, made at main as it is now; the guard proves
     the write landed there. Returns the staged snapshot_info and the metrics observed on the write."""
+    spark, p, t, report, batch = run.spark, run.p, run.t, run.report, run.batch
     with timed(report, "write"):
         fault_point("stage")
         table = iceberg_table(spark, t)
@@ -9467,7 +9524,7 @@ def stage(spark, p, t, checks, report, batch, df):
             retain = create_branch(spark, t, batch.branch, table.snapshot(main), p.branch_retention_days)
         since_ms = int(time.time() * 1000)
         fault_point("before_write")
-        aggs = row_metrics(checks) if p.audit_source == "write" else None
+        aggs = row_metrics(run.checks) if p.audit_source == "write" else None
         try:
             observation = write_branch(spark, p, t, df, batch, aggs)
         except Exception as e:
@@ -9497,16 +9554,16 @@ def refuse_changed_table(t, table, p):
                        "Nothing written to the table or a branch")
 
 
-def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_counts, metrics, ledger,
-                 history):
+def audit_staged(run, batch_df, staged, dropped_counts, metrics):
     """Every check against exactly the snapshot that will be published."""
+    spark, p, t, checks, report, ledger = run.spark, run.p, run.t, run.checks, run.report, run.ledger
     restaged, report.checks = bool(report.checks), []  # an earlier attempt's verdicts never stand
     report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
     with timed(report, "audit"):
         if restaged or history_behind(checks, staged, ledger):
             ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
             await_history(checks, staged, ledger)
-        leave_out_rolled_back(spark, t, checks, ledger, history, staged["parent_id"])
+        leave_out_rolled_back(spark, t, checks, ledger, run.history, staged["parent_id"])
         staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,
                                 batch_df, p, staged["summary"])
         whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
@@ -9514,7 +9571,7 @@ def audit_staged(spark, p, t, checks, report, batch, batch_df, staged, dropped_c
             spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,
             report.rows_dropped or 0, staged["snapshot_id"] if p.mode != "merge" else None,
             report.rows_read, staged_id=staged["snapshot_id"],
-            input_files=batch.input_pins)
+            input_files=run.batch.input_pins)
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent
@@ -9594,18 +9651,19 @@ def unrecorded_publish(staged, ledger):
     return None if last is None or last[0].run_id in {m.run_id for m in ledger.published()} else last
 
 
-def recheck_state(spark, t, checks, report, batch, staged, ledger, history):
+def recheck_state(run, staged):
     """After a rebase the rows are the audited ones, but main around them (and what else a check
     reads: another table, the ledger's history) changed: every rule that reads more than the rows
     is judged again. One that measures the batch alone under a dynamic condition keeps its value
     (rejudged); the others that read state run again, on the same batch. A composite's other rules
     keep their verdicts: their rows and files are the audited ones (a source file replaced since
     could not be read again as the batch read it)."""
-    recheck = [c for c in checks if c.reads_state and c.action != "drop"]
+    spark, t, report, ledger = run.spark, run.t, run.report, run.ledger
+    recheck = [c for c in run.checks if c.reads_state and c.action != "drop"]
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         await_history(recheck, staged, ledger)
-        leave_out_rolled_back(spark, t, recheck, ledger, history, staged["parent_id"])
+        leave_out_rolled_back(spark, t, recheck, ledger, run.history, staged["parent_id"])
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         earlier = {r["name"]: r for r in nested_results(verdicts)}
         stale = [c for c in leaf_checks(recheck) if c.reads_state]
@@ -9616,32 +9674,32 @@ def recheck_state(spark, t, checks, report, batch, staged, ledger, history):
             results, total = audit(spark, t, stale, read_staged(spark, t, staged["snapshot_id"], staged["parent_id"],
                                                                 summary=staged["summary"]),
                                    staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
-                                   staged_id=staged["snapshot_id"], input_files=batch.input_pins)
+                                   staged_id=staged["snapshot_id"], input_files=run.batch.input_pins)
         rules = {**earlier, **kept, **{r["name"]: r for r in results}}
         by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]
         report.metrics = run_metrics(report)
 
 
-def failed_unless_published(spark, t, p, report, batch, history, ledger, staged):
+def failed_unless_published(run, staged):
     """A failed audit, unless another run published the batch after this run's check before the
     write (this run's `unique` then fails on the batch's own rows, say): that publish settles this
     run as it would have settled it before the write, whatever its checks, with a warning naming
     the checks that failed."""
     try:
-        decision = decide_publish(spark, t, p, batch, history, ledger, staged)
+        decision = decide_publish(run, staged)
     except UnauditedOnMain:
         raise
     except Exception as e:  # the audit's verdict stands
         log.info("whether the batch reached main meanwhile is unknown (%s)", first_line(e))
-        return audit_failed(report)
+        return audit_failed(run.report)
     if decision.move is Move.ALREADY_PUBLISHED:
         found = decision.found
         log.warning("the audit failed (%s), but run %s published this batch meanwhile (snapshot %s): "
                     "those checks failed against the batch as main holds it now",
-                    ", ".join(blocking_failures(report)), found.run_id, found.snapshot_id)
-        return settle_already_published(spark, t, report, batch, ledger, found, decision.main, staged)
-    return audit_failed(report)
+                    ", ".join(blocking_failures(run.report)), found.run_id, found.snapshot_id)
+        return settle_already_published(run, found, decision.main, staged)
+    return audit_failed(run.report)
 
 
 def audit_failed(report):

@@ -26,8 +26,8 @@ def test_a_volume_check_sees_publishes_recorded_after_a_rebase(wap, monkeypatch)
     monkeypatch.setattr(wap_etl.Ledger, "forget", lambda self: calls.append(1) or real(self))
     code, report = wap.run([{"id": 1}], checks=VOLUME)
     assert code == 0 and report.status == "published"
-    wap_etl.recheck_state(wap.spark, None, [], report, None, None, wap_etl.Ledger(
-        wap.spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}"), None)
+    ledger = wap_etl.Ledger(wap.spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
+    wap_etl.recheck_state(wap_etl.Run(wap.spark, None, None, [], report, ledger, None), None)
     assert calls, "the recheck forgot the rows read before the rebase"
 
 
@@ -343,15 +343,21 @@ def test_a_catalog_that_cached_before_its_setting_was_turned_off_is_still_refres
     assert caching_catalog_sees_another_writers_commit(spark, ns, warehouse, after_first_load=turn_off)
 
 
-def test_a_run_on_a_table_whose_compaction_snapshot_expired_reads_the_ledger_once(wap, spark, monkeypatch):
-    """Another writer's snapshot (compaction's, here an insert) expired from main's ancestry ends
-    every walk of it; the ledger's rows, unchanged since the run read them, are not read again."""
+def maintain(wap, spark):
+    """Two publishes with another writer's snapshot (compaction's, here an insert) between them,
+    then expiry: main's ancestry ends at an expired snapshot that is not this job's."""
     assert wap.run([{"id": 1}], checks=VOLUME)[0] == 0
     spark.sql(f"INSERT INTO {wap.sql} VALUES (2)")  # not this job's
     assert wap.run([{"id": 3}], checks=VOLUME)[0] == 0
     later = (datetime.now(timezone.utc) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
     spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', older_than => TIMESTAMP '{later}', "
               "retain_last => 1)")
+
+
+def test_a_run_on_a_table_whose_compaction_snapshot_expired_reads_the_ledger_once(wap, spark, monkeypatch):
+    """Another writer's snapshot (compaction's, here an insert) expired from main's ancestry ends
+    every walk of it; the ledger's rows, unchanged since the run read them, are not read again."""
+    maintain(wap, spark)
     reads, real = [], wap_etl.Ledger.read_consumed
     monkeypatch.setattr(wap_etl.Ledger, "read_consumed", lambda self: reads.append(1) or real(self))
     asked, since = [], wap_etl.Ledger.recorded_since_read
@@ -360,3 +366,19 @@ def test_a_run_on_a_table_whose_compaction_snapshot_expired_reads_the_ledger_onc
     assert code == 0 and report.status == "published" and wap.ids() == [1, 2, 3, 4]
     assert asked and not any(asked), "the walk stopped at the expired snapshot; the ledger had no new rows"
     assert len(reads) == 1
+
+
+def test_a_ledger_dropped_while_a_run_on_a_maintained_table_publishes_stops_the_run_naming_it(wap, spark, monkeypatch):
+    """Main's ancestry ends at an expired snapshot, so the ledger is what the publish decision
+    reads past it: dropped under the run, the run stops (exit 1, main untouched), and says why."""
+    maintain(wap, spark)
+    runs = f"local.{wap.ns}.orders_wap_runs"
+
+    def drop_ledger(step):
+        if step == "audit":
+            spark.sql(f"DROP TABLE {runs}")
+    monkeypatch.setattr(wap_etl, "fault_point", drop_ledger)
+    code, report = wap.run([{"id": 4}], checks=VOLUME)
+    assert code == 1 and report.error.startswith("run ledger: ") and "orders_wap_runs` was dropped" in report.error, \
+        report.error
+    assert wap.ids() == [1, 2, 3] and report.branch in wap.refs(), "main untouched, the audited batch kept"

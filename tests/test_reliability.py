@@ -1,6 +1,7 @@
 """Retries, crashes and concurrent writers never duplicate, lose or half-publish a batch."""
 import json
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -120,6 +121,29 @@ def test_rebase_rechecks_unique_against_the_new_main(wap, monkeypatch):
     assert report.checks[0]["failing_rows"] == 1 and report.checks[0]["sample"][0]["id"] == 3
     assert wap.ids() == [0, 3]
     assert wap.ids(report.branch) == [0, 1, 2, 3, 3, 4, 5]
+
+
+@pytest.mark.parametrize("main_moved", [False, True], ids=["publish", "rebase"])
+def test_an_audited_snapshot_dropped_and_expired_before_its_publish_fails_the_run_naming_it(
+        wap, monkeypatch, main_moved):
+    """An operator drops the run's branch as it publishes, and expiry takes the snapshot: there is
+    nothing audited left to publish (or rebase), and the run says so."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=UNIQUE)[0] == 0
+
+    def drop_and_expire(step):
+        if step == "audit":
+            [branch] = audit_branches(wap)
+            wap.spark.sql(f"ALTER TABLE {wap.sql} DROP BRANCH `{branch}`")
+            later = (datetime.now(timezone.utc) + timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
+            wap.spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.table}', "
+                          f"older_than => TIMESTAMP '{later}', retain_last => 1)")
+            if main_moved:
+                wap.spark.sql(f"INSERT INTO {wap.sql} VALUES (50, 5.0)")
+    monkeypatch.setattr(wap_etl, "fault_point", drop_and_expire)
+    code, report = wap.run(ROWS, checks=UNIQUE)
+    assert code == 1 and report.error.startswith("publish: the audited snapshot"), report.error
+    assert "is gone" in report.error and report.status == "error"
+    assert wap.ids() == ([0, 50] if main_moved else [0]) and audit_branches(wap) == []
 
 
 def test_publish_gives_up_after_max_retries_and_keeps_the_branch(wap, monkeypatch):
