@@ -4270,14 +4270,23 @@ def ref_id(table, name):
     return ref.snapshotId() if ref is not None else None
 
 
+@dataclass
+class SnapshotInfo:
+    """One snapshot as a run stages, resumes or rebases on it. `last_publish`: the table's last
+    publish (its Mark and time) as the batch was staged on it, for the history checks."""
+    snapshot_id: int
+    parent_id: int
+    summary: dict
+    last_publish: tuple = None
+
+
 def snapshot_info(spark, t, snapshot_id, table=None):
     """Parent and summary of one snapshot, or None."""
     snapshot = (table or iceberg_table(spark, t)).snapshot(snapshot_id)
     if snapshot is None:
         return None
     s = snapshot_fields(snapshot)
-    return {"snapshot_id": s["snapshot-id"], "parent_id": s.get("parent-snapshot-id"),
-            "summary": s["summary"]}
+    return SnapshotInfo(s["snapshot-id"], s.get("parent-snapshot-id"), s["summary"])
 
 
 @functools.lru_cache(maxsize=4)
@@ -5429,7 +5438,7 @@ def guard(spark, t, batch, since_ms, branch_made=True):
     table = iceberg_table(spark, t)
     head = table.refs().get(batch.branch)
     info = snapshot_info(spark, t, head.snapshotId(), table) if head is not None else None
-    if info and info["summary"].get(RUN_PROPERTY) == batch.run_id:
+    if info and info.summary.get(RUN_PROPERTY) == batch.run_id:
         return info
     main = table.refs().get("main")
     ours = None
@@ -6737,7 +6746,7 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     proof, pushed, small = Proof(), {}, False
     if metrics is None and proof_snapshot is not None:
         table = iceberg_table(spark, t)
-        summary = snapshot_info(spark, t, proof_snapshot, table)["summary"]
+        summary = snapshot_info(spark, t, proof_snapshot, table).summary
         added = int(summary.get("added-records", 0))
         small = added <= SMALL_BATCH_ROWS
         if small:  # a few rows: one scan of them costs less than proving from their files' metadata
@@ -7491,17 +7500,17 @@ def decide_publish(run, staged):
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
     kept_none = batch.quarantine_run == batch.run_id and batch.kept == 0  # this run's own stage
-    if changes_nothing(staged) and (main == staged["parent_id"] or p.mode != "merge" or kept_none):
+    if changes_nothing(staged) and (main == staged.parent_id or p.mode != "merge" or kept_none):
         # (a merge's deletes may find the rows they delete on a moved main: it stages again,
         # unless it kept no rows, which change nothing on any main)
         return Decision(Move.QUARANTINE if batch.quarantined else Move.NOTHING, main, metadata, operations)
-    if main != staged["parent_id"] and (p.mode != "append" or main is None):
+    if main != staged.parent_id and (p.mode != "append" or main is None):
         return Decision(Move.RESTAGE, main)
-    if metadata.snapshot(staged["snapshot_id"]) is None:  # its branch dropped, then expiry: its files may be gone
-        raise WapError(f"publish: the audited snapshot {staged['snapshot_id']} is gone (branch {batch.branch} "
+    if metadata.snapshot(staged.snapshot_id) is None:  # its branch dropped, then expiry: its files may be gone
+        raise WapError(f"publish: the audited snapshot {staged.snapshot_id} is gone (branch {batch.branch} "
                        "was dropped and the snapshot expired); nothing was published. Rerun to stage the "
                        "batch again")
-    if main == staged["parent_id"]:
+    if main == staged.parent_id:
         return Decision(Move.PUBLISH, main, metadata, operations)
     return Decision(Move.REBASE, main)
 
@@ -7783,7 +7792,7 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
     transaction: metadata only, no data rewritten, so the rows are exactly the audited ones. The
     transaction is all or nothing; if the table changed under it, CommitConflict: decide again."""
     table = iceberg_table(spark, t)
-    snapshot = table.snapshot(staged["snapshot_id"])
+    snapshot = table.snapshot(staged.snapshot_id)
     if snapshot is None:  # gone since the decision: the next one says why
         raise CommitConflict("the audited snapshot is gone")
     io = table.io()
@@ -7803,13 +7812,13 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
         append.set(key, value)
     # The staged snapshot is left behind unreferenced. Name it as this snapshot's source, as a
     # cherry-pick does: Iceberg's snapshot expiry then never deletes the files main now holds.
-    original = staged["summary"].get(SOURCE_SNAPSHOT_PROPERTY) or str(staged["snapshot_id"])
+    original = staged.summary.get(SOURCE_SNAPSHOT_PROPERTY) or str(staged.snapshot_id)
     append.set(SOURCE_SNAPSHOT_PROPERTY, original)
     with commit_conflicts():
         append.commit()
         txn.commitTransaction()
     staged = guard(spark, t, batch, since_ms)
-    staged["last_publish"] = newest
+    staged.last_publish = newest
     return staged
 
 
@@ -7831,7 +7840,7 @@ def changes_nothing(staged):
     """The staged snapshot adds and removes no data or delete files and no records: publishing it
     would change nothing. Decided from the snapshot itself, so no mode's row counters (a merge
     that only deletes writes no rows) and no path (staged or resumed) can misjudge it."""
-    return not any(int(staged["summary"].get(key) or 0) for key in SNAPSHOT_CHANGES)
+    return not any(int(staged.summary.get(key) or 0) for key in SNAPSHOT_CHANGES)
 
 
 # =================================================================================================
@@ -9244,7 +9253,7 @@ def publish_batch(run, source, paths):
             report.main_snapshot_before = main = ref_id(table, "main")
         staged = resume(spark, p, t, batch, table, main)
         if staged is not None:
-            staged["last_publish"] = newest_publish(table)
+            staged.last_publish = newest_publish(table)
         dropped_counts = {}
 
         def quarantine_own():
@@ -9256,14 +9265,14 @@ def publish_batch(run, source, paths):
             report.rows_read, batch.quarantined = report.rows_dropped + batch.kept, report.rows_dropped
             return counts
         if bad is not None and staged is not None:  # resumed: the run that staged it quarantined its rows
-            owner = quarantine_owner(staged["summary"])
+            owner = quarantine_owner(staged.summary)
             found, counts = quarantined_by(spark, t, batch.batch_id, owner)
-            expected = staged["summary"].get(QUARANTINED_PROPERTY)
+            expected = staged.summary.get(QUARANTINED_PROPERTY)
             if expected is not None and expected != str(found):
                 # some are gone (another run's publish of the batch tidied them away, and was then
                 # rolled back, say): publishing the snapshot would lose them
                 log.info("snapshot %s names %s quarantined rows, %d are left: staging afresh",
-                         staged["snapshot_id"], expected, found)
+                         staged.snapshot_id, expected, found)
                 drop_branch(spark, t, batch.branch)
                 staged = None
             else:
@@ -9332,9 +9341,9 @@ def write_audit_publish(run, df, staged, dropped_counts, quarantine_own):
             if changes_nothing(staged) and not ((report.rows_dropped or p.mode == "merge") and p.publish):
                 # no rows, or --publish false: consumes nothing, and leaves other runs' rows alone
                 # (a merge's deletes are decided on main as it is at the publish)
-                return nothing_to_publish(run, staged["parent_id"])
+                return nothing_to_publish(run, staged.parent_id)
             if not p.publish:
-                report.status, report.main_snapshot_after = Status.STAGED, staged["parent_id"]
+                report.status, report.main_snapshot_after = Status.STAGED, staged.parent_id
                 log.info("audit passed; --publish false, so branch %s is kept:\n  %s", batch.branch,
                          report.inspect_sql)
                 return EXIT_OK
@@ -9349,12 +9358,12 @@ def write_audit_publish(run, df, staged, dropped_counts, quarantine_own):
             fault_point("decided")
             try:
                 if decision.move is Move.PUBLISH:
-                    swap_main(spark, batch, decision, staged["snapshot_id"], ledger)
+                    swap_main(spark, batch, decision, staged.snapshot_id, ledger)
                     fault_point("publish")
                     tidy_quarantine(spark, t, report, batch)
-                    report.status, report.main_snapshot_after = Status.PUBLISHED, staged["snapshot_id"]
+                    report.status, report.main_snapshot_after = Status.PUBLISHED, staged.snapshot_id
                     log.info("published batch %s to %s (snapshot %s)", batch.batch_id, report.table,
-                             staged["snapshot_id"])
+                             staged.snapshot_id)
                     return EXIT_OK
                 if decision.move is Move.NOTHING:
                     return nothing_to_publish(run, decision.main)
@@ -9379,7 +9388,7 @@ def write_audit_publish(run, df, staged, dropped_counts, quarantine_own):
                             continue
                     # its input counts as consumed, so neither a rerun nor --source_files new reads
                     # and quarantines it again
-                    quarantine_whole(spark, batch, decision, ledger, staged["snapshot_id"])
+                    quarantine_whole(spark, batch, decision, ledger, staged.snapshot_id)
                     fault_point("quarantined")
                     tidy_quarantine(spark, t, report, batch)
                     report.status, report.main_snapshot_after = Status.QUARANTINED, decision.main
@@ -9395,7 +9404,7 @@ def write_audit_publish(run, df, staged, dropped_counts, quarantine_own):
                     log.info("main moved to %s while this batch was staged: rebasing the audited "
                              "files on it (retry %d)", decision.main, moves)
                     staged = rebase(spark, t, batch, staged, decision.main, int(time.time() * 1000))
-                    report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], decision.main
+                    report.staged_snapshot, report.main_snapshot_before = staged.snapshot_id, decision.main
                     recheck_state(run, staged)
                     if blocking_failures(report):
                         return failed_unless_published(run, staged)
@@ -9467,7 +9476,7 @@ def settle_already_published(run, found, main, staged=None, unknown_commit=False
     if found.snapshot_id is not None:
         report.staged_snapshot = found.snapshot_id
     if staged is not None and unknown_commit and (
-            found.run_id == batch.run_id if quarantined else found.snapshot_id == staged["snapshot_id"]
+            found.run_id == batch.run_id if quarantined else found.snapshot_id == staged.snapshot_id
             and getattr(last_publish(iceberg_table(spark, t)), "run_id", None) == batch.run_id):
         # (the snapshot is this run's; the commit that published it, if its run is the one the
         # last-publish property names: another run that took the snapshot up may have)
@@ -9476,7 +9485,7 @@ def settle_already_published(run, found, main, staged=None, unknown_commit=False
         tidy_quarantine(spark, t, report, batch)
         return EXIT_OK
     report.status, report.main_snapshot_after = Status.ALREADY_PUBLISHED, main
-    if staged is not None and found.snapshot_id == staged["snapshot_id"]:
+    if staged is not None and found.snapshot_id == staged.snapshot_id:
         log.info("batch %s: another run published this run's staged snapshot %s", batch.batch_id,
                  found.snapshot_id)  # its quarantined rows went with it; its publisher records it
         side_effect("branch clean-up",  # made after that publish, if this run resumed the snapshot
@@ -9533,10 +9542,10 @@ def stage(run, df):
             raise
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
-        staged["last_publish"] = newest
+        staged.last_publish = newest
         if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
-            set_branch_retention(spark, t, batch.branch, staged["snapshot_id"], p.branch_retention_days)
-    return staged, observed_metrics(staged["summary"], observation)
+            set_branch_retention(spark, t, batch.branch, staged.snapshot_id, p.branch_retention_days)
+    return staged, observed_metrics(staged.summary, observation)
 
 
 def refuse_changed_table(t, table, p):
@@ -9558,29 +9567,29 @@ def audit_staged(run, batch_df, staged, dropped_counts, metrics):
     """Every check against exactly the snapshot that will be published."""
     spark, p, t, checks, report, ledger = run.spark, run.p, run.t, run.checks, run.report, run.ledger
     restaged, report.checks = bool(report.checks), []  # an earlier attempt's verdicts never stand
-    report.staged_snapshot, report.main_snapshot_before = staged["snapshot_id"], staged["parent_id"]
+    report.staged_snapshot, report.main_snapshot_before = staged.snapshot_id, staged.parent_id
     with timed(report, "audit"):
         if restaged or history_behind(checks, staged, ledger):
             ledger.forget()  # main moved: it may hold publishes the history checks' rows lack
             await_history(checks, staged, ledger)
-        leave_out_rolled_back(spark, t, checks, ledger, run.history, staged["parent_id"])
-        staged_df = read_staged(spark, t, staged["snapshot_id"], staged["parent_id"], p.mode,
-                                batch_df, p, staged["summary"])
-        whole = read_snapshot(spark, t, staged["snapshot_id"]) if p.mode != "append" else None
+        leave_out_rolled_back(spark, t, checks, ledger, run.history, staged.parent_id)
+        staged_df = read_staged(spark, t, staged.snapshot_id, staged.parent_id, p.mode,
+                                batch_df, p, staged.summary)
+        whole = read_snapshot(spark, t, staged.snapshot_id) if p.mode != "append" else None
         report.checks, report.rows_written = audit(
-            spark, t, checks, staged_df, staged["parent_id"], ledger, dropped_counts, whole, metrics,
-            report.rows_dropped or 0, staged["snapshot_id"] if p.mode != "merge" else None,
-            report.rows_read, staged_id=staged["snapshot_id"],
+            spark, t, checks, staged_df, staged.parent_id, ledger, dropped_counts, whole, metrics,
+            report.rows_dropped or 0, staged.snapshot_id if p.mode != "merge" else None,
+            report.rows_read, staged_id=staged.snapshot_id,
             input_files=run.batch.input_pins)
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent
-            counts = merge_counts(spark, p, t, batch_df, staged["parent_id"])
+            counts = merge_counts(spark, p, t, batch_df, staged.parent_id)
             report.rows_inserted, report.rows_updated, report.rows_deleted = (
                 counts["rows_inserted"], counts["rows_updated"], counts["rows_deleted"])
         else:
-            report.rows_inserted = int(staged["summary"].get("added-records", 0))
-            report.rows_deleted = int(staged["summary"].get("deleted-records", 0))
+            report.rows_inserted = int(staged.summary.get("added-records", 0))
+            report.rows_deleted = int(staged.summary.get("deleted-records", 0))
 
 
 HISTORY_WAIT_SECONDS = 30  # how long after a publish its run's ledger row is waited for
@@ -9647,7 +9656,7 @@ def unrecorded_publish(staged, ledger):
     """The table's last publish as the batch was staged or rebased on it, (its Mark, when main
     moved to it), if the ledger's rows lack its run; else None. Read off the table property the
     stage loaded (it outlives the maintenance commits main may have had since): no look-up."""
-    last = staged.get("last_publish")
+    last = staged.last_publish
     return None if last is None or last[0].run_id in {m.run_id for m in ledger.published()} else last
 
 
@@ -9663,7 +9672,7 @@ def recheck_state(run, staged):
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         await_history(recheck, staged, ledger)
-        leave_out_rolled_back(spark, t, recheck, ledger, run.history, staged["parent_id"])
+        leave_out_rolled_back(spark, t, recheck, ledger, run.history, staged.parent_id)
         verdicts, report.checks = report.checks, []  # none stands for the rebased snapshot until rechecked
         earlier = {r["name"]: r for r in nested_results(verdicts)}
         stale = [c for c in leaf_checks(recheck) if c.reads_state]
@@ -9671,10 +9680,10 @@ def recheck_state(run, staged):
         stale = [c for c in stale if c.name not in kept]
         results, total = [], report.rows_written
         if stale:
-            results, total = audit(spark, t, stale, read_staged(spark, t, staged["snapshot_id"], staged["parent_id"],
-                                                                summary=staged["summary"]),
-                                   staged["parent_id"], ledger, proof_snapshot=staged["snapshot_id"],
-                                   staged_id=staged["snapshot_id"], input_files=run.batch.input_pins)
+            results, total = audit(spark, t, stale, read_staged(spark, t, staged.snapshot_id, staged.parent_id,
+                                                                summary=staged.summary),
+                                   staged.parent_id, ledger, proof_snapshot=staged.snapshot_id,
+                                   staged_id=staged.snapshot_id, input_files=run.batch.input_pins)
         rules = {**earlier, **kept, **{r["name"]: r for r in results}}
         by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]
@@ -9719,20 +9728,20 @@ def resume(spark, p, t, batch, table, main):
         if not str(name).startswith(branch_prefix(batch.batch_id)) or not ref.isBranch():
             continue
         info = snapshot_info(spark, t, ref.snapshotId(), table)
-        summary = info["summary"]
+        summary = info.summary
         if (summary.get(BATCH_PROPERTY) == batch.batch_id
                 and summary.get(FINGERPRINT_PROPERTY) == batch.input_fingerprint
                 and summary.get(CONFIG_PROPERTY) == batch.config_fingerprint
-                and info["parent_id"] == main):
+                and info.parent_id == main):
             fault_point("resume")
             create_branch(spark, t, batch.branch, table.snapshot(ref.snapshotId()), p.branch_retention_days)
             fault_point("resumed")
             if not kept_by_its_run(spark, t, batch, info):
                 drop_branch(spark, t, batch.branch)
-                log.info("snapshot %s may have been discarded by its run; staging afresh", info["snapshot_id"])
+                log.info("snapshot %s may have been discarded by its run; staging afresh", info.snapshot_id)
                 return None
             log.info("resuming batch %s from snapshot %s staged by run %s", batch.batch_id,
-                     info["snapshot_id"], summary.get(RUN_PROPERTY))
+                     info.snapshot_id, summary.get(RUN_PROPERTY))
             return info
     return None
 
@@ -9745,9 +9754,9 @@ def kept_by_its_run(spark, t, batch, info):
     (whichever branch of the batch this run found there)."""
     table = iceberg_table(spark, t)
     main = ref_id(table, "main")
-    return (ref_id(table, run_branch(batch.batch_id, quarantine_owner(info["summary"]))) is not None
+    return (ref_id(table, run_branch(batch.batch_id, quarantine_owner(info.summary))) is not None
             or main is not None and java(spark.sparkContext._jvm, "org.apache.iceberg.util.SnapshotUtil")
-            .isAncestorOf(table, main, info["snapshot_id"]))
+            .isAncestorOf(table, main, info.snapshot_id))
 
 
 def main():

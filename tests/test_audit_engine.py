@@ -161,7 +161,7 @@ def test_audit_from_the_write_matches_the_branch_scan(wap, monkeypatch):
 def test_observed_metrics_are_refused_when_the_count_differs_from_the_snapshot(wap, spark):
     code, report = wap.run(ROWS, checks=[], publish="false")
     t = wap_etl.TableRef("local", wap.ns, "orders")
-    summary = wap_etl.snapshot_info(spark, t, report.staged_snapshot)["summary"]
+    summary = wap_etl.snapshot_info(spark, t, report.staged_snapshot).summary
 
     class Observed:
         get = {"rows": 999}

@@ -183,7 +183,7 @@ def test_a_dynamic_rule_waits_only_so_long_for_a_run_that_died_before_its_ledger
         raise AssertionError("waited for a publish made an hour ago")
     with monkeypatch.context() as m:
         m.setattr(wap_etl.time, "sleep", no_wait)
-        wap_etl.await_history(checks, {"last_publish": (mark, published_ms - 3_600_000)}, ledger)
+        wap_etl.await_history(checks, wap_etl.SnapshotInfo(None, None, {}, (mark, published_ms - 3_600_000)), ledger)
 
     caplog.clear()
     assert wap.run(rows(6, 900), checks=rules)[0] == 0  # its publish records the killed run's

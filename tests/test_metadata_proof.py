@@ -522,7 +522,7 @@ def test_the_key_range_of_the_proof_is_the_batchs_and_many_files_read_alike(wap,
     t = wap_etl.TableRef("local", wap.ns, "orders")
     checks = wap_etl.parse_checks([{"check": "unique", "columns": ["id"]}, {"check": "unique", "columns": ["s"]}])
     table, staged = wap_etl.iceberg_table(spark, t), report.staged_snapshot
-    summary = wap_etl.snapshot_info(spark, t, staged, table)["summary"]
+    summary = wap_etl.snapshot_info(spark, t, staged, table).summary
     proof = wap_etl.prove_from_metadata(spark, t, table, staged, summary, checks, checks)
     assert proof.keys["unique_id"] == [(40, 89)]
     (low, high), = proof.keys["unique_s"]
@@ -598,8 +598,8 @@ def test_a_staged_batch_of_several_files_is_read_on_every_core(wap, spark):
     code, report = wap.run(path, checks=[], publish="false", partition_by="part")  # a file a partition
     assert code == 0, report.error
     table = wap_etl.TableRef("local", wap.ns, "orders")
-    assert int(wap_etl.snapshot_info(spark, table, report.staged_snapshot)["summary"]["added-data-files"]) == 2
-    summary = wap_etl.snapshot_info(spark, table, report.staged_snapshot)["summary"]
+    assert int(wap_etl.snapshot_info(spark, table, report.staged_snapshot).summary["added-data-files"]) == 2
+    summary = wap_etl.snapshot_info(spark, table, report.staged_snapshot).summary
     staged = wap_etl.read_staged(spark, table, report.staged_snapshot, report.main_snapshot_before,
                                  summary=summary)
     assert staged.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
