@@ -529,22 +529,34 @@ def list_folder(path):
             raise WapError(f"--source_path: cannot list {path}: {' '.join(str(e).split())[:500]}",
                            EXIT_BAD_INPUT if bad else EXIT_ERROR) from None
     elif os.path.isdir(path):
-        names = [os.path.basename(f) for f in local_data_files(path)]
+        names = [entry.name for entry in local_data_files(path)]
     return names
 
 
 def local_data_files(folder):
-    """The paths of the files under a local folder, but those under or named with _ or ."""
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-        yield from (os.path.join(root, n) for n in files if not n.startswith(("_", ".")))
+    """The files under a local folder (os.DirEntry: their type is known without a stat), but those
+    under or named with _ or ., and not under a linked folder (as os.walk goes)."""
+    folders = [folder]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if entry.name.startswith(("_", ".")):
+                        continue
+                    if not entry.is_dir():
+                        yield entry
+                    elif not entry.is_symlink():
+                        folders.append(entry.path)
+        except OSError:  # unreadable (as os.walk skips it), or gone since it was listed
+            continue
 
 
 def special_file(path):
     """The first local file to read at `path` (itself, or one under it, as list_folder finds them)
     that is a named pipe, socket or device, or None."""
     from stat import S_ISBLK, S_ISCHR, S_ISFIFO, S_ISSOCK
-    for f in local_data_files(path) if os.path.isdir(path) else [path]:
+    files = [e.path for e in local_data_files(path) if not e.is_file()] if os.path.isdir(path) else [path]
+    for f in files:  # a regular file's entry needs no stat
         try:
             mode = os.stat(f).st_mode
         except OSError:  # gone since the listing, or a dangling link: the read says what it finds
@@ -4275,7 +4287,7 @@ class SnapshotInfo:
     """One snapshot as a run stages, resumes or rebases on it. `last_publish`: the table's last
     publish (its Mark and time) as the batch was staged on it, for the history checks."""
     snapshot_id: int
-    parent_id: int
+    parent_id: int | None  # None for a table's first snapshot
     summary: dict
     last_publish: tuple = None
 
@@ -4489,6 +4501,7 @@ class Ledger:
         self._consumed = None
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
         self._read_at = None  # the ledger's snapshot id the consumed rows were read at (or after)
+        self._dropped = False  # dropped while the run used it: not made again by the run (dropped())
         self._caught_up = None  # the last consumption read again for (catch_up)
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
@@ -4551,6 +4564,8 @@ class Ledger:
         """The read itself, as (rows, the ledger's columns or None, the ledger's snapshot id as the
         read began): it caches nothing, since a prefetch may run it on another thread."""
         if not self.exists():
+            if self._read_at is not None:  # it held rows as they were read before
+                raise self.dropped()
             return [], None, None
         from pyspark.sql import functions as F
         # the rows hold at least what this snapshot does (iceberg_table refreshes a caching
@@ -4581,10 +4596,16 @@ class Ledger:
         except Exception:
             if self.exists():
                 raise
-            raise WapError(f"run ledger: {self.ref.sql} was dropped while this run used it; the run stops "
-                           "rather than decide what the table consumed without it. Restore it (Iceberg's "
-                           "register_table) or rerun to start a new one") from None
+            raise self.dropped() from None
         return ref_id(table, "main")
+
+    def dropped(self):
+        """The error that ends a run whose ledger was dropped while it used it. The run then makes
+        no new ledger for its own row, which would take the name the old one is restored under."""
+        self._dropped = True
+        return WapError(f"run ledger: {self.ref.sql} was dropped while this run used it; the run stops "
+                        "rather than decide what the table consumed without it. Restore it (Iceberg's "
+                        "register_table) or rerun to start a new one")
 
     def recorded_since_read(self):
         """True unless the ledger is still at the snapshot it was at as the rows were read: one
@@ -4698,6 +4719,10 @@ class Ledger:
         """Append rows; creates the ledger on first use (concurrent creators are fine), and adds
         the columns newer runs write to an older ledger."""
         if not rows:
+            return
+        if self._dropped:
+            log.warning("run ledger: %s was dropped during this run and is not made again: this "
+                        "run's row is in its report only", self.ref.sql)
             return
         if not self.exists():
             create_table(self.spark, self.ref, LEDGER_COLUMNS, retries=20)

@@ -372,13 +372,29 @@ def test_a_ledger_dropped_while_a_run_on_a_maintained_table_publishes_stops_the_
     """Main's ancestry ends at an expired snapshot, so the ledger is what the publish decision
     reads past it: dropped under the run, the run stops (exit 1, main untouched), and says why."""
     maintain(wap, spark)
-    runs = f"local.{wap.ns}.orders_wap_runs"
+    code, report = run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch)
+    assert wap.ids() == [1, 2, 3] and report.branch in wap.refs(), "main untouched, the audited batch kept"
 
+
+def test_a_ledger_dropped_while_a_run_rebases_stops_the_run_and_is_not_made_again(wap, spark, monkeypatch):
+    """The rebase reads the ledger again for the history checks: gone, the run stops rather than
+    judge them on no history, and makes no new ledger under the name the old one is restored to."""
+    assert wap.run([{"id": 1}], checks=VOLUME)[0] == 0
+    code, report = run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch, main_moves=True)
+    assert report.rebases == 1 and wap.ids() == [1, 50] and report.branch in wap.refs()
+    assert not spark.catalog.tableExists(f"local.{wap.ns}.orders_wap_runs")
+
+
+def run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch, main_moves=False):
+    """A run whose ledger is dropped (and, if `main_moves`, main moved) just after its audit: it
+    must stop, exit 1, naming the ledger."""
     def drop_ledger(step):
         if step == "audit":
-            spark.sql(f"DROP TABLE {runs}")
+            spark.sql(f"DROP TABLE local.{wap.ns}.orders_wap_runs")
+            if main_moves:
+                spark.sql(f"INSERT INTO {wap.sql} VALUES (50)")
     monkeypatch.setattr(wap_etl, "fault_point", drop_ledger)
     code, report = wap.run([{"id": 4}], checks=VOLUME)
     assert code == 1 and report.error.startswith("run ledger: ") and "orders_wap_runs` was dropped" in report.error, \
         report.error
-    assert wap.ids() == [1, 2, 3] and report.branch in wap.refs(), "main untouched, the audited batch kept"
+    return code, report

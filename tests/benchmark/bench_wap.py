@@ -261,7 +261,7 @@ def profile_audit(spark, table, report):
     ledger = wap_etl.Ledger(spark, wap_etl.TableRef(CATALOG, NAMESPACE, f"{table}_wap_runs"),
                             f"{CATALOG}.{NAMESPACE}.{table}")
     staged_df = wap_etl.read_staged(spark, t, report.staged_snapshot, report.main_snapshot_before,
-                                    summary=wap_etl.snapshot_info(spark, t, report.staged_snapshot)["summary"])
+                                    summary=wap_etl.snapshot_info(spark, t, report.staged_snapshot).summary)
     checks = wap_etl.parse_checks(CHECKS)
     groups = {"row checks + freshness (one scan)": [c for c in checks if c.row_level or c.check == "freshness"],
               "unique (main look-up + key proof)": [c for c in checks if c.check == "unique"],
