@@ -543,7 +543,7 @@ def local_data_files(folder):
                 for entry in entries:
                     if entry.name.startswith(("_", ".")):
                         continue
-                    if not entry.is_dir():
+                    if not is_type(entry.is_dir):  # a link that loops is a file to os.walk too
                         yield entry
                     elif not entry.is_symlink():
                         folders.append(entry.path)
@@ -551,11 +551,19 @@ def local_data_files(folder):
             continue
 
 
+def is_type(test):
+    """A DirEntry's is_dir or is_file, False where following its link fails (a loop, no access)."""
+    try:
+        return test()
+    except OSError:
+        return False
+
+
 def special_file(path):
     """The first local file to read at `path` (itself, or one under it, as list_folder finds them)
     that is a named pipe, socket or device, or None."""
     from stat import S_ISBLK, S_ISCHR, S_ISFIFO, S_ISSOCK
-    files = [e.path for e in local_data_files(path) if not e.is_file()] if os.path.isdir(path) else [path]
+    files = [e.path for e in local_data_files(path) if not is_type(e.is_file)] if os.path.isdir(path) else [path]
     for f in files:  # a regular file's entry needs no stat
         try:
             mode = os.stat(f).st_mode
@@ -4501,7 +4509,7 @@ class Ledger:
         self._consumed = None
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
         self._read_at = None  # the ledger's snapshot id the consumed rows were read at (or after)
-        self._dropped = False  # dropped while the run used it: not made again by the run (dropped())
+        self._uuid = None  # the ledger table's uuid, as first loaded: the same table to the end
         self._caught_up = None  # the last consumption read again for (catch_up)
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
@@ -4563,9 +4571,7 @@ class Ledger:
     def read_consumed(self):
         """The read itself, as (rows, the ledger's columns or None, the ledger's snapshot id as the
         read began): it caches nothing, since a prefetch may run it on another thread."""
-        if not self.exists():
-            if self._read_at is not None:  # it held rows as they were read before
-                raise self.dropped()
+        if self.absent():
             return [], None, None
         from pyspark.sql import functions as F
         # the rows hold at least what this snapshot does (iceberg_table refreshes a caching
@@ -4597,12 +4603,31 @@ class Ledger:
             if self.exists():
                 raise
             raise self.dropped() from None
+        self.same_table(table)
         return ref_id(table, "main")
 
+    def absent(self):
+        """True if there is no ledger (yet). One that held rows as this run read it and is gone
+        now ends the run: its rows are what the table consumed, not "none"."""
+        if self.exists():
+            return False
+        if self._read_at is not None:
+            raise self.dropped()
+        return True
+
+    def same_table(self, table):
+        """The ledger table is the one this run first loaded: one dropped and made again since (by
+        a run that started after the drop) holds none of the rows this run read."""
+        uuid = str(table.uuid().toString())
+        if self._uuid is None:
+            self._uuid = uuid
+        elif uuid != self._uuid:
+            raise self.dropped()
+
     def dropped(self):
-        """The error that ends a run whose ledger was dropped while it used it. The run then makes
-        no new ledger for its own row, which would take the name the old one is restored under."""
-        self._dropped = True
+        """The error that ends a run whose ledger was dropped while it used it. Nor does the run
+        make a new ledger for its own row, which would take the name the old one is restored under
+        (Iceberg's register_table keeps its uuid: the restored ledger is the same table)."""
         return WapError(f"run ledger: {self.ref.sql} was dropped while this run used it; the run stops "
                         "rather than decide what the table consumed without it. Restore it (Iceberg's "
                         "register_table) or rerun to start a new one")
@@ -4647,7 +4672,7 @@ class Ledger:
     def audited(self, snapshot_ids):
         """Which of these snapshots a run of this table staged and audited with every blocking
         check passing (audit_passed)."""
-        if not snapshot_ids or not self.exists():
+        if not snapshot_ids or self.absent():
             return set()
         from pyspark.sql import functions as F
         rows = (self.runs().filter(F.col("staged_snapshot").isin([int(i) for i in snapshot_ids]))
@@ -4720,11 +4745,7 @@ class Ledger:
         the columns newer runs write to an older ledger."""
         if not rows:
             return
-        if self._dropped:
-            log.warning("run ledger: %s was dropped during this run and is not made again: this "
-                        "run's row is in its report only", self.ref.sql)
-            return
-        if not self.exists():
+        if self.absent():
             create_table(self.spark, self.ref, LEDGER_COLUMNS, retries=20)
         elif any(k not in self.columns() for k in LEDGER_ADDED_COLUMNS):
             # the columns as they are now (they may have been read at the run's start), each added
@@ -4740,6 +4761,8 @@ class Ledger:
             self._columns = None
         try:
             written = self.append_in_driver(rows)
+        except WapError:
+            raise
         except Exception as e:  # Spark writes them (an error there is the run's); after a commit of
             # unknown outcome they may be there twice, which readers take as one run
             log.warning("run ledger: the rows were not written in the driver (%s); Spark writes them",
@@ -4759,6 +4782,7 @@ class Ledger:
         column without a zone): Spark writes those rows, and refuses what it refuses."""
         jvm = self.spark.sparkContext._jvm
         table = iceberg_table(self.spark, self.ref)
+        self.same_table(table)
         schema, spec = table.schema(), table.spec()
         row_type = schema_json(jvm, schema)
         stamps = {f["name"].lower(): f["name"] for f in row_type["fields"] if f["type"] == "timestamptz"}
@@ -7659,7 +7683,7 @@ def classify_unrecorded(ledger, metadata, marks):
     audited = ledger.audited({i for m in pending for i in (m.snapshot_id, m.source_id) if i is not None})
     # no ledger yet (a new --runs_table, a dropped one): no record can say either way, so main's own
     # marks are taken as publishes. Asked only when something is pending: a catalog look-up.
-    trusted = bool(pending) and not ledger.exists()
+    trusted = bool(pending) and ledger.absent()
     for m in marks:
         if m in pending:
             m.recorded = trusted or m.snapshot_id in audited or m.source_id in audited

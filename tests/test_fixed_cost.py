@@ -376,21 +376,30 @@ def test_a_ledger_dropped_while_a_run_on_a_maintained_table_publishes_stops_the_
     assert wap.ids() == [1, 2, 3] and report.branch in wap.refs(), "main untouched, the audited batch kept"
 
 
-def test_a_ledger_dropped_while_a_run_rebases_stops_the_run_and_is_not_made_again(wap, spark, monkeypatch):
-    """The rebase reads the ledger again for the history checks: gone, the run stops rather than
-    judge them on no history, and makes no new ledger under the name the old one is restored to."""
+@pytest.mark.parametrize("made_again", [False, True], ids=["dropped", "dropped_and_made_again"])
+def test_a_ledger_dropped_while_a_run_rebases_stops_the_run_and_gets_no_row_of_it(wap, spark, monkeypatch, made_again):
+    """The rebase reads the ledger again for the history checks: gone, or another ledger under its
+    name (made by a run that began after the drop), the run stops rather than judge them on rows
+    that are not the table's history, and writes no row: a new ledger would take the name the old
+    one is restored under."""
     assert wap.run([{"id": 1}], checks=VOLUME)[0] == 0
-    code, report = run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch, main_moves=True)
+    code, report = run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch, main_moves=True,
+                                                        made_again=made_again)
     assert report.rebases == 1 and wap.ids() == [1, 50] and report.branch in wap.refs()
-    assert not spark.catalog.tableExists(f"local.{wap.ns}.orders_wap_runs")
+    runs = f"local.{wap.ns}.orders_wap_runs"
+    assert spark.catalog.tableExists(runs) == made_again
+    assert not made_again or spark.table(runs).count() == 0
 
 
-def run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch, main_moves=False):
-    """A run whose ledger is dropped (and, if `main_moves`, main moved) just after its audit: it
-    must stop, exit 1, naming the ledger."""
+def run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch, main_moves=False, made_again=False):
+    """A run whose ledger is dropped (and, if `made_again`, made anew; if `main_moves`, main
+    moved) just after its audit: it must stop, exit 1, naming the ledger."""
     def drop_ledger(step):
         if step == "audit":
             spark.sql(f"DROP TABLE local.{wap.ns}.orders_wap_runs")
+            if made_again:
+                wap_etl.create_table(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"),
+                                     wap_etl.LEDGER_COLUMNS)
             if main_moves:
                 spark.sql(f"INSERT INTO {wap.sql} VALUES (50)")
     monkeypatch.setattr(wap_etl, "fault_point", drop_ledger)

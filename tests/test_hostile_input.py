@@ -297,3 +297,15 @@ def test_add_columns_quotes_nested_names_so_none_can_inject(wap, spark):
     wap_etl.add_columns(spark, t, [column])
     schema = spark.table(wap.sql).schema
     assert schema.names == ["id", "s"] and schema["s"].dataType.names == [DDL_IN_A_NAME]
+
+
+def test_a_link_that_loops_hides_no_file_of_its_folder(tmp_path):
+    """Following a looping link fails; it is listed as a file (as os.walk lists it) and the folder's
+    other files still are: a pipe among them is still found."""
+    names = [f"f{i:02}.csv" for i in range(20)]
+    for name in names:
+        write(tmp_path / "in" / name, "id\n1\n")
+    os.symlink("loop.csv", tmp_path / "in" / "loop.csv")
+    assert sorted(wap_etl.list_folder(str(tmp_path / "in"))) == sorted(names + ["loop.csv"])
+    os.mkfifo(tmp_path / "in" / "pipe.csv")
+    assert wap_etl.special_file(str(tmp_path / "in")) == str(tmp_path / "in" / "pipe.csv")
