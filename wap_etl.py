@@ -4510,6 +4510,7 @@ class Ledger:
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
         self._read_at = None  # the ledger's snapshot id the consumed rows were read at (or after)
         self._uuid = None  # the ledger table's uuid, as first loaded: the same table to the end
+        self._dropped = False  # found dropped (dropped()): never taken for "no ledger yet" after
         self._caught_up = None  # the last consumption read again for (catch_up)
         self._columns = None
         self.unrecorded = []  # this job's snapshots on main that no record names, as last decided
@@ -4607,11 +4608,11 @@ class Ledger:
         return ref_id(table, "main")
 
     def absent(self):
-        """True if there is no ledger (yet). One that held rows as this run read it and is gone
-        now ends the run: its rows are what the table consumed, not "none"."""
+        """True if there is no ledger (yet). One this run loaded (or found dropped) and is gone now
+        ends the run: its rows are what the table consumed, not "none"."""
         if self.exists():
             return False
-        if self._read_at is not None:
+        if self._dropped or self._read_at is not None or self._uuid is not None:
             raise self.dropped()
         return True
 
@@ -4628,6 +4629,7 @@ class Ledger:
         """The error that ends a run whose ledger was dropped while it used it. Nor does the run
         make a new ledger for its own row, which would take the name the old one is restored under
         (Iceberg's register_table keeps its uuid: the restored ledger is the same table)."""
+        self._dropped = True
         return WapError(f"run ledger: {self.ref.sql} was dropped while this run used it; the run stops "
                         "rather than decide what the table consumed without it. Restore it (Iceberg's "
                         "register_table) or rerun to start a new one")

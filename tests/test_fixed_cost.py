@@ -391,6 +391,23 @@ def test_a_ledger_dropped_while_a_run_rebases_stops_the_run_and_gets_no_row_of_i
     assert not made_again or spark.table(runs).count() == 0
 
 
+def test_a_ledger_dropped_as_a_run_first_reads_it_is_not_made_again_for_the_runs_row(wap, spark, monkeypatch):
+    """Dropped between the check that it exists and its load: the run stops, and its closing row
+    makes no new ledger under the name the old one is restored to."""
+    assert wap.run([{"id": 1}], checks=VOLUME)[0] == 0
+    runs, real, calls = f"local.{wap.ns}.orders_wap_runs", wap_etl.Ledger.head, []
+
+    def dropped_just_before(self):
+        if not calls:
+            calls.append(1)
+            spark.sql(f"DROP TABLE {runs}")
+        return real(self)
+    monkeypatch.setattr(wap_etl.Ledger, "head", dropped_just_before)
+    code, report = wap.run([{"id": 2}], checks=VOLUME)
+    assert code == 1 and report.error.startswith("run ledger: "), report.error
+    assert wap.ids() == [1] and not spark.catalog.tableExists(runs)
+
+
 def run_dropping_the_ledger_at_the_audit(wap, spark, monkeypatch, main_moves=False, made_again=False):
     """A run whose ledger is dropped (and, if `made_again`, made anew; if `main_moves`, main
     moved) just after its audit: it must stop, exit 1, naming the ledger."""
