@@ -481,10 +481,12 @@ COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate")
 MAX_LISTED_FILES = 10_000
 
 
-def infer_format(path):
-    """The reader, from the path's extension or, for a folder (local or s3://), from its files:
-    they must all be of one known kind."""
-    names = [path] if extension_of(path) in SOURCE_EXTENSIONS else list_folder(path)
+def infer_format(path, names=None):
+    """The reader, from the path's extension or, for a folder (local or s3://), from its files
+    (`names`, when already listed): they must all be of one known kind."""
+    if extension_of(path) in SOURCE_EXTENSIONS:
+        names = [path]
+    names = list_folder(path) if names is None else names
     extensions = sorted({extension_of(n) for n in names})
     formats = {SOURCE_EXTENSIONS.get(e) for e in extensions}
     if len(formats) == 1 and None not in formats:
@@ -528,50 +530,85 @@ def list_folder(path):
             bad = code in ("NoSuchBucket", "InvalidBucketName", "ParamValidationError")  # the path's fault
             raise WapError(f"--source_path: cannot list {path}: {' '.join(str(e).split())[:500]}",
                            EXIT_BAD_INPUT if bad else EXIT_ERROR) from None
-    elif os.path.isdir(path):
-        names = [entry.name for entry in local_data_files(path)]
+    elif local_source(path) and os.path.isdir(local_source(path)):
+        names = [entry.name for entry in local_data_files(local_source(path))]
     return names
 
 
+def local_source(path):
+    """The local path a --source_path names: a plain path, or a file: URI as Hadoop takes it
+    (literally: %20 is three characters); None for anything remote or on another host."""
+    if path.startswith("file:"):
+        path = path[len("file:"):]
+        path = path[2:] if path.startswith("//") else path  # file:///p, or file://host/p: not here
+        return path if path.startswith("/") else None
+    return None if "://" in path else path
+
+
 def local_data_files(folder):
-    """The files under a local folder (os.DirEntry: their type is known without a stat), but those
-    under or named with _ or ., and not under a linked folder (as os.walk goes)."""
-    folders = [folder]
+    """The files under a local folder as Hadoop lists them for Spark's readers (os.DirEntry: a
+    file's type is known without a stat): links followed, a linked folder once however often it is
+    reached, a link that cannot be followed (dangling, looping) skipped, and nothing under or named
+    with _ or .."""
+    folders, seen = [folder], set()
     while folders:
+        here = folders.pop()
         try:
-            with os.scandir(folders.pop()) as entries:
+            inode = os.stat(here)
+            if (inode.st_dev, inode.st_ino) in seen:  # a link back up, or a folder linked twice
+                continue
+            seen.add((inode.st_dev, inode.st_ino))
+            with os.scandir(here) as entries:
                 for entry in entries:
                     if entry.name.startswith(("_", ".")):
                         continue
-                    if not is_type(entry.is_dir):  # a link that loops is a file to os.walk too
-                        yield entry
-                    elif not entry.is_symlink():
+                    if is_type(entry.is_dir):
                         folders.append(entry.path)
-        except OSError:  # unreadable (as os.walk skips it), or gone since it was listed
+                    elif not entry.is_symlink() or is_type(entry.stat):
+                        yield entry
+        except OSError:  # unreadable (Spark's read then says so), or gone since it was listed
             continue
 
 
 def is_type(test):
-    """A DirEntry's is_dir or is_file, False where following its link fails (a loop, no access)."""
+    """A DirEntry's is_dir, is_file or stat, False where following its link fails (a loop, no access)."""
     try:
         return test()
     except OSError:
         return False
 
 
+def local_source_names(source_path, path):
+    """Check a local source before anything runs (exit 2): it exists, holds data, and nothing the
+    read would open is a named pipe, socket or device (the read would never end). The names of its
+    files, listed once, for the format's inference."""
+    if not os.path.exists(path):
+        raise bad_input(f"--source_path: {source_path!r} does not exist")
+    names = None
+    if not os.path.isdir(path):
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            raise bad_input(f"--source_path: {source_path!r} is empty (0 bytes)")
+        special = path if special_file(path) else None
+    else:
+        entries = list(local_data_files(path))
+        if not entries:
+            raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
+        names = [e.name for e in entries]  # a regular file's entry needs no stat:
+        special = next((e.path for e in entries if not is_type(e.is_file) and special_file(e.path)), None)
+    if special:
+        raise bad_input(f"--source_path: {special!r} is not a regular file (a named pipe, socket or "
+                        "device would never end the read)")
+    return names
+
+
 def special_file(path):
-    """The first local file to read at `path` (itself, or one under it, as list_folder finds them)
-    that is a named pipe, socket or device, or None."""
+    """Whether the local file at `path` is a named pipe, socket or device."""
     from stat import S_ISBLK, S_ISCHR, S_ISFIFO, S_ISSOCK
-    files = [e.path for e in local_data_files(path) if not is_type(e.is_file)] if os.path.isdir(path) else [path]
-    for f in files:  # a regular file's entry needs no stat
-        try:
-            mode = os.stat(f).st_mode
-        except OSError:  # gone since the listing, or a dangling link: the read says what it finds
-            continue
-        if S_ISFIFO(mode) or S_ISSOCK(mode) or S_ISCHR(mode) or S_ISBLK(mode):
-            return f
-    return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # gone since the listing: the read says what it finds
+        return False
+    return S_ISFIFO(mode) or S_ISSOCK(mode) or S_ISCHR(mode) or S_ISBLK(mode)
 
 
 def check_catalog_is_safe(catalog, catalog_type, warehouse):
@@ -627,18 +664,8 @@ def parse_params(argv):
         if not raw.get(name) or not str(raw[name]).strip():
             raise bad_input(f"--{name}: required")
     source_path = (raw["source_path"] or "").strip()
-    if not status and "://" not in source_path:
-        if not os.path.exists(source_path):
-            raise bad_input(f"--source_path: {source_path!r} does not exist")
-        if os.path.isdir(source_path) and not any(not n.startswith((".", "_"))
-                                                  for n in os.listdir(source_path)):
-            raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
-        if os.path.isfile(source_path) and os.path.getsize(source_path) == 0:
-            raise bad_input(f"--source_path: {source_path!r} is empty (0 bytes)")
-        special = special_file(source_path)
-        if special:
-            raise bad_input(f"--source_path: {special!r} is not a regular file (a named pipe, socket or "
-                            "device would never end the read)")
+    local = None if status else local_source(source_path)
+    names = None if local is None else local_source_names(source_path, local)
     namespace, table_name = parse_table_name("table", raw["table"])
     runs_namespace, runs_name = (parse_table_name("runs_table", raw["runs_table"]) if raw["runs_table"]
                                  else (namespace, f"{table_name}_wap_runs"))
@@ -660,7 +687,7 @@ def parse_params(argv):
     check_catalog_is_safe(catalog, catalog_type, warehouse)
     if catalog_type == "hadoop" and "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
-    source_format = (raw["source_format"] or ("csv" if status else infer_format(source_path))).lower()
+    source_format = (raw["source_format"] or ("csv" if status else infer_format(source_path, names))).lower()
     if source_format not in SOURCE_FORMATS:
         raise bad_input(f"--source_format: expected one of {', '.join(SOURCE_FORMATS)}, "
                         f"got {source_format!r}")

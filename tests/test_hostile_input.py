@@ -47,6 +47,15 @@ CASES = {
     "named pipe in the source folder": (lambda w, s, t: (write(t / "p" / "a.csv", "id\n1\n"),
                                                          os.mkfifo(t / "p" / "b.csv"), str(t / "p"))[2],
                                         {}, ["--source_path", "b.csv", "not a regular file"]),
+    "named pipe given as a file: URI": (lambda w, s, t: (os.mkfifo(t / "pipe.csv"), f"file://{t}/pipe.csv")[1],
+                                        {}, ["--source_path", "pipe.csv", "not a regular file"]),
+    "named pipe under a linked folder": (lambda w, s, t: (write(t / "p" / "a.csv", "id\n1\n"), os.makedirs(t / "q"),
+                                                          os.mkfifo(t / "q" / "b.csv"), os.symlink(t / "q", t / "p" / "q"),
+                                                          str(t / "p"))[4],
+                                         {}, ["--source_path", "b.csv", "not a regular file"]),
+    "folder holding only a dangling link": (lambda w, s, t: (os.makedirs(t / "d"), os.symlink(t / "gone.csv", t / "d" / "a.csv"),
+                                                             f"file:{t}/d")[2],
+                                            {}, ["--source_path", "holds no data files"]),
     "broken JSON-lines record": (lambda w, s, t: write(t / "bad.json", '{"id": 1}\n{"id": 2, "amount"\n{"id": 3}\n'),
                                  {}, ["--source_path", "bad.json", "line 2"]),
     "parquet files with clashing schemas": (lambda w, s, t: clashing_parquet(s, t), {"checks": []},
@@ -299,13 +308,35 @@ def test_add_columns_quotes_nested_names_so_none_can_inject(wap, spark):
     assert schema.names == ["id", "s"] and schema["s"].dataType.names == [DDL_IN_A_NAME]
 
 
-def test_a_link_that_loops_hides_no_file_of_its_folder(tmp_path):
-    """Following a looping link fails; it is listed as a file (as os.walk lists it) and the folder's
-    other files still are: a pipe among them is still found."""
+def test_a_link_that_cannot_be_followed_is_skipped_as_hadoop_lists_the_folder(tmp_path):
+    """A looping or dangling link is no file to read (Hadoop's listing skips it); the folder's other
+    files are all listed: a pipe among them is still found."""
     names = [f"f{i:02}.csv" for i in range(20)]
     for name in names:
         write(tmp_path / "in" / name, "id\n1\n")
     os.symlink("loop.csv", tmp_path / "in" / "loop.csv")
-    assert sorted(wap_etl.list_folder(str(tmp_path / "in"))) == sorted(names + ["loop.csv"])
+    os.symlink(tmp_path / "gone.json", tmp_path / "in" / "gone.json")
+    assert sorted(wap_etl.list_folder(str(tmp_path / "in"))) == names
     os.mkfifo(tmp_path / "in" / "pipe.csv")
-    assert wap_etl.special_file(str(tmp_path / "in")) == str(tmp_path / "in" / "pipe.csv")
+    with pytest.raises(wap_etl.WapError, match="pipe.csv' is not a regular file"):
+        wap_etl.local_source_names(str(tmp_path / "in"), str(tmp_path / "in"))
+
+
+def test_a_folder_linked_back_up_is_listed_once(tmp_path):
+    """Links are followed into folders, as Hadoop lists them, and a folder reached again is not
+    listed again: the walk ends."""
+    write(tmp_path / "in" / "a.csv", "id\n1\n")
+    write(tmp_path / "in" / "sub" / "b.csv", "id\n2\n")
+    os.symlink(tmp_path / "in", tmp_path / "in" / "sub" / "up")
+    os.symlink(tmp_path / "in" / "sub", tmp_path / "in" / "again")
+    assert sorted(wap_etl.list_folder(f"file://{tmp_path}/in")) == ["a.csv", "b.csv"]
+
+
+def test_a_dangling_link_of_another_kind_in_the_source_folder_is_not_read(wap, spark):
+    """The format is inferred from the files the read will open: a dangling .json link beside the
+    CSV files neither makes the folder mixed nor stops the run."""
+    folder = wap.tmp / "drop"
+    write(folder / "a.csv", "id,amount\n1,5.0\n2,6.0\n")
+    os.symlink(wap.tmp / "gone.json", folder / "old.json")
+    assert wap.run(f"file://{folder}", checks=NOT_NULL)[0] == 0
+    assert spark.table(wap.sql).count() == 2
