@@ -491,7 +491,7 @@ def infer_format(path, names=None):
     formats = {SOURCE_EXTENSIONS.get(e) for e in extensions}
     if len(formats) == 1 and None not in formats:
         return formats.pop()
-    found = ", ".join(e or "(none)" for e in extensions) if extensions else "no files"
+    found = ", ".join(e or "(none)" if e.isprintable() else repr(e) for e in extensions) if extensions else "no files"
     raise bad_input(f"--source_format: cannot infer it from {path!r} (found {found}); "
                     "pass csv, json or parquet")
 
@@ -507,8 +507,8 @@ def extension_of(name):
 
 
 def list_folder(path):
-    """Names of the data files in a folder: local (recursively) or an s3:// prefix; files and
-    folders starting with _ or . are skipped, as Spark's readers do."""
+    """Names of the data files under an s3:// prefix (up to MAX_LISTED_FILES), but those Spark's
+    listing skips (is_hidden); a local folder's are listed by local_source_names."""
     names = []
     if path.startswith("s3://"):
         import boto3
@@ -518,10 +518,9 @@ def list_folder(path):
             pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
             for page in pages:
                 for obj in page.get("Contents", []):
-                    parts = obj["Key"][len(prefix):].split("/")
                     if obj["Key"].endswith(("/", "_$folder$")):  # folder markers of the S3 console and Hadoop
                         continue
-                    if not any(part.startswith(("_", ".")) for part in parts):
+                    if not is_hidden(obj["Key"][len(prefix):]):
                         names.append(obj["Key"])
                 if len(names) >= MAX_LISTED_FILES:
                     break
@@ -530,48 +529,77 @@ def list_folder(path):
             bad = code in ("NoSuchBucket", "InvalidBucketName", "ParamValidationError")  # the path's fault
             raise WapError(f"--source_path: cannot list {path}: {' '.join(str(e).split())[:500]}",
                            EXIT_BAD_INPUT if bad else EXIT_ERROR) from None
-    elif local_source(path) and os.path.isdir(local_source(path)):
-        names = [entry.name for entry in local_data_files(local_source(path))]
     return names
 
 
+def is_hidden(relative):
+    """Whether Spark's file listing skips a path (relative to the folder read), as its
+    shouldFilterOutPathName does at each level: a name starting with . or with _ (but a partition
+    folder's _k=v, and _metadata and _common_metadata), or a copy in progress (*._COPYING_)."""
+    return any(part.startswith(".") or part.endswith("._COPYING_")
+               or part.startswith("_") and "=" not in part and not part.startswith(("_metadata", "_common_metadata"))
+               for part in relative.split("/") if part)
+
+
+GLOB_CHARACTERS = set("{}[]*?\\")  # Spark reads a path holding any of these as a Hadoop glob
+
+
 def local_source(path):
-    """The local path a --source_path names: a plain path, or a file: URI as Hadoop takes it
-    (literally: %20 is three characters); None for anything remote or on another host."""
+    """The local path a --source_path names, normalised as Hadoop's Path normalises it (.., //, a
+    trailing /): a plain path, or file:/path or file:///path; None for anything remote. A local
+    glob is refused: what Spark would read is what it matches, which no check here would see."""
     if path.startswith("file:"):
-        path = path[len("file:"):]
-        path = path[2:] if path.startswith("//") else path  # file:///p, or file://host/p: not here
-        return path if path.startswith("/") else None
-    return None if "://" in path else path
+        local = path[len("file:"):]
+        local = local[2:] if local.startswith("///") else local
+        if not local.startswith("/") or local.startswith("//"):  # file:, file://host/p, file:relative
+            raise bad_input(f"--source_path: {path!r} is no local file URI; expected file:///path")
+    elif "://" in path:
+        return None
+    else:
+        local = path
+    glob = sorted(GLOB_CHARACTERS & set(local))
+    if glob:
+        raise bad_input(f"--source_path: {path!r} holds {' '.join(glob)}, which Spark would read as a glob "
+                        "pattern; name a local file or folder (s3:// paths may be globs)")
+    return os.path.normpath(local)
+
+
+class LinkedAgain(OSError):
+    """A local folder reached again through a link: Hadoop's listing, which Spark's read and
+    --source_files new use, would list its files again under other paths (by a link back up,
+    without end)."""
 
 
 def local_data_files(folder):
-    """The files under a local folder as Hadoop lists them for Spark's readers (os.DirEntry: a
-    file's type is known without a stat): links followed, a linked folder once however often it is
-    reached, a link that cannot be followed (dangling, looping) skipped, and nothing under or named
-    with _ or .."""
-    folders, seen = [folder], set()
+    """The files under a local folder as Hadoop lists them for Spark's read (os.DirEntry: a file's
+    type is known without a stat): links followed, a link that cannot be followed (dangling,
+    looping) skipped, what Spark skips (is_hidden) skipped. A folder reached twice raises
+    LinkedAgain; an unreadable one raises, as Hadoop's listing would."""
+    folders, seen = [folder], {}
     while folders:
         here = folders.pop()
         try:
             inode = os.stat(here)
-            if (inode.st_dev, inode.st_ino) in seen:  # a link back up, or a folder linked twice
-                continue
-            seen.add((inode.st_dev, inode.st_ino))
             with os.scandir(here) as entries:
-                for entry in entries:
-                    if entry.name.startswith(("_", ".")):
-                        continue
-                    if is_type(entry.is_dir):
-                        folders.append(entry.path)
-                    elif not entry.is_symlink() or is_type(entry.stat):
-                        yield entry
-        except OSError:  # unreadable (Spark's read then says so), or gone since it was listed
+                listed = list(entries)
+        except FileNotFoundError:  # gone since its folder was listed
             continue
+        first = seen.setdefault((inode.st_dev, inode.st_ino), here)
+        if first != here:
+            raise LinkedAgain(f"{here!r} is {first!r} again, through a link (Spark would list its files twice, "
+                              "or without end)")
+        for entry in listed:
+            if is_hidden(entry.name):
+                continue
+            if is_type(entry.is_dir):
+                folders.append(entry.path)
+            elif not is_type(entry.is_symlink) or is_type(entry.stat):
+                yield entry
 
 
 def is_type(test):
-    """A DirEntry's is_dir, is_file or stat, False where following its link fails (a loop, no access)."""
+    """A DirEntry's is_dir, is_file, is_symlink or stat, False where it fails (a link that loops
+    or dangles, no access, gone meanwhile)."""
     try:
         return test()
     except OSError:
@@ -579,22 +607,24 @@ def is_type(test):
 
 
 def local_source_names(source_path, path):
-    """Check a local source before anything runs (exit 2): it exists, holds data, and nothing the
-    read would open is a named pipe, socket or device (the read would never end). The names of its
-    files, listed once, for the format's inference."""
-    if not os.path.exists(path):
-        raise bad_input(f"--source_path: {source_path!r} does not exist")
-    names = None
-    if not os.path.isdir(path):
-        if os.path.isfile(path) and os.path.getsize(path) == 0:
-            raise bad_input(f"--source_path: {source_path!r} is empty (0 bytes)")
-        special = path if special_file(path) else None
-    else:
-        entries = list(local_data_files(path))
-        if not entries:
-            raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
-        names = [e.name for e in entries]  # a regular file's entry needs no stat:
-        special = next((e.path for e in entries if not is_type(e.is_file) and special_file(e.path)), None)
+    """Check a local source before anything runs (exit 2): it exists, holds data, is listed as
+    Spark would list it, and nothing the read would open is a named pipe, socket or device (the
+    read would never end). The names of its files, listed once, for the format's inference."""
+    try:
+        if not os.path.isdir(path):
+            if os.stat(path).st_size == 0 and os.path.isfile(path):
+                raise bad_input(f"--source_path: {source_path!r} is empty (0 bytes)")
+            special, names = path if special_file(path) else None, None
+        else:
+            entries = list(local_data_files(path))
+            if not entries:
+                raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
+            names = [e.name for e in entries]  # a regular file's entry needs no stat:
+            special = next((e.path for e in entries if not is_type(e.is_file) and special_file(e.path)), None)
+    except FileNotFoundError:
+        raise bad_input(f"--source_path: {source_path!r} does not exist") from None
+    except OSError as e:  # an unreadable folder, a folder listed twice
+        raise bad_input(f"--source_path: {' '.join(str(e).split())}") from None
     if special:
         raise bad_input(f"--source_path: {special!r} is not a regular file (a named pipe, socket or "
                         "device would never end the read)")
@@ -3846,7 +3876,7 @@ def list_source_files(spark, path):
     while found.hasNext():
         name = found.next().getPath().toString()
         relative = name[len(root_text):].strip("/").split("/") if name.startswith(root_text) else [name]
-        if not any(part.startswith(("_", ".")) for part in relative):
+        if not is_hidden("/".join(relative)):
             # the form Spark's inputFiles() reports, so both modes record the same paths
             files.append("file://" + name[5:] if name.startswith("file:/") and name[6:7] != "/" else name)
     return sorted(files)
@@ -7263,11 +7293,6 @@ def s3_file(obj, path):
     return SourceFile(path, obj["Size"], obj["LastModified"].timestamp(), obj["ETag"].strip('"'))
 
 
-def is_hidden(relative):
-    """Hadoop's (and so Spark's) hidden files: a name starting with _ or ., at any depth."""
-    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
-
-
 def files_at(where):
     """Every file at a location (a file, or the files under a folder but hidden ones)."""
     if where.startswith("s3://"):
@@ -7285,10 +7310,7 @@ def files_at(where):
     local = local_path(where)
     if os.path.isfile(local):
         return stat_files({where: None})
-    found = []
-    for root, dirs, names in os.walk(local):
-        dirs[:] = sorted(d for d in dirs if not is_hidden(d))
-        found += [os.path.join(root, n) for n in sorted(names) if not is_hidden(n)]
+    found = sorted(entry.path for entry in local_data_files(local))  # as the batch's read lists a folder
     return stat_files(dict.fromkeys(normalize_path("file://" + f) for f in found))
 
 

@@ -56,6 +56,21 @@ CASES = {
     "folder holding only a dangling link": (lambda w, s, t: (os.makedirs(t / "d"), os.symlink(t / "gone.csv", t / "d" / "a.csv"),
                                                              f"file:{t}/d")[2],
                                             {}, ["--source_path", "holds no data files"]),
+    "named pipe named as Spark reads a partition": (lambda w, s, t: (write(t / "p" / "a.csv", "id\n1\n"),
+                                                                     os.mkfifo(t / "p" / "_k=1.csv"), str(t / "p"))[2],
+                                                    {}, ["--source_path", "_k=1.csv", "not a regular file"]),
+    "named pipe reached by .. after a link": (lambda w, s, t: (os.makedirs(t / "d" / "src"), os.makedirs(t / "d" / "deep"),
+                                                               os.mkfifo(t / "d" / "src" / "x.csv"),
+                                                               write(t / "d" / "x.csv", "id\n1\n"),
+                                                               os.symlink(t / "d" / "deep", t / "d" / "src" / "link"),
+                                                               f"{t}/d/src/link/../x.csv")[5],
+                                              {}, ["--source_path", "src/x.csv", "not a regular file"]),
+    "folder linked back up": (lambda w, s, t: (write(t / "up" / "a.csv", "id\n1\n"), os.symlink(".", t / "up" / "x"),
+                                               str(t / "up"))[2],
+                              {}, ["--source_path", "through a link"]),
+    "local glob": (lambda w, s, t: (write(t / "g" / "a.csv", "id\n1\n"), f"file://{t}/g/*.csv")[1],
+                   {}, ["--source_path", "glob"]),
+    "file URI of another host": (None, {"source_path": "file://host/data/a.csv"}, ["--source_path", "file:///path"]),
     "broken JSON-lines record": (lambda w, s, t: write(t / "bad.json", '{"id": 1}\n{"id": 2, "amount"\n{"id": 3}\n'),
                                  {}, ["--source_path", "bad.json", "line 2"]),
     "parquet files with clashing schemas": (lambda w, s, t: clashing_parquet(s, t), {"checks": []},
@@ -316,20 +331,31 @@ def test_a_link_that_cannot_be_followed_is_skipped_as_hadoop_lists_the_folder(tm
         write(tmp_path / "in" / name, "id\n1\n")
     os.symlink("loop.csv", tmp_path / "in" / "loop.csv")
     os.symlink(tmp_path / "gone.json", tmp_path / "in" / "gone.json")
-    assert sorted(wap_etl.list_folder(str(tmp_path / "in"))) == names
+    assert sorted(wap_etl.local_source_names("in", str(tmp_path / "in"))) == names
     os.mkfifo(tmp_path / "in" / "pipe.csv")
     with pytest.raises(wap_etl.WapError, match="pipe.csv' is not a regular file"):
-        wap_etl.local_source_names(str(tmp_path / "in"), str(tmp_path / "in"))
+        wap_etl.local_source_names("in", str(tmp_path / "in"))
 
 
-def test_a_folder_linked_back_up_is_listed_once(tmp_path):
-    """Links are followed into folders, as Hadoop lists them, and a folder reached again is not
-    listed again: the walk ends."""
+def test_a_linked_folder_is_listed_as_spark_reads_it(tmp_path):
+    """Links are followed into folders, as Hadoop lists them; what Spark skips is skipped."""
     write(tmp_path / "in" / "a.csv", "id\n1\n")
-    write(tmp_path / "in" / "sub" / "b.csv", "id\n2\n")
-    os.symlink(tmp_path / "in", tmp_path / "in" / "sub" / "up")
-    os.symlink(tmp_path / "in" / "sub", tmp_path / "in" / "again")
-    assert sorted(wap_etl.list_folder(f"file://{tmp_path}/in")) == ["a.csv", "b.csv"]
+    write(tmp_path / "in" / "_SUCCESS", "")
+    write(tmp_path / "in" / "b.csv._COPYING_", "id\n")
+    write(tmp_path / "other" / "b.csv", "id\n2\n")
+    os.symlink(tmp_path / "other", tmp_path / "in" / "k=1")
+    assert sorted(wap_etl.local_source_names("in", str(tmp_path / "in"))) == ["a.csv", "b.csv"]
+
+
+def test_a_folder_linked_twice_is_refused(tmp_path):
+    """Two links to one folder: Spark would list (and --source_files new read) its files twice."""
+    write(tmp_path / "in" / "a.csv", "id\n1\n")
+    write(tmp_path / "other" / "b.csv", "id\n2\n")
+    os.symlink(tmp_path / "other", tmp_path / "in" / "k=1")
+    os.symlink(tmp_path / "other", tmp_path / "in" / "k=2")
+    with pytest.raises(wap_etl.WapError, match="again, through a link") as refused:
+        wap_etl.local_source_names("in", str(tmp_path / "in"))
+    assert refused.value.code == wap_etl.EXIT_BAD_INPUT
 
 
 def test_a_dangling_link_of_another_kind_in_the_source_folder_is_not_read(wap, spark):
