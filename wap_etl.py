@@ -804,7 +804,7 @@ COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fra
 RECORD = "record"
 ACTIONS = ("fail", "warn", "drop", RECORD)
 RECORDING_KINDS = ("stat", "row_count", "sql", "profile", "row_count_match", "schema_match", "aggregate_match",
-                   "dataset_match")
+                   "dataset_match", "relationship")
 
 
 @dataclass(frozen=True)
@@ -1147,6 +1147,10 @@ def parse_relationship(s):
     s.need(isinstance(spec["to_table"], str), "to_table must be namespace.table or an alias")
     name = reference_name(s, "to_table", spec["to_table"])  # an alias, as Glue's "reference.col"
     c.to_table, c.reference = (name, None) if "." in name else (None, name)
+    if "condition" in spec or c.action == RECORD:  # on the share of rows with a match (DQDL's value)
+        s.need(not {"threshold", "max_failing_rows", "max_failing_fraction"} & spec.keys(),
+               "give a condition (on the share of rows with a match) or a threshold, not both")
+        s.bounds(lambda v: is_number(v) and 0 <= v <= 1, "shares from 0 to 1")
 
 
 @dataclass
@@ -2195,6 +2199,12 @@ class DqdlError(WapError):
         self.col, self.reason = tok.col, reason
 
 
+def _operand_string(tok):
+    """A quoted value compared with the data: \\' is a quote there too, as in Glue's parser (a
+    statement or a where clause keeps it: Spark SQL reads it)."""
+    return re.sub(r'\\(["\\\'])', r"\1", tok.text[1:-1])
+
+
 def _error(tok, message):
     """Bad input naming the rule's position in the ruleset."""
     return DqdlError(tok, message)
@@ -2425,14 +2435,17 @@ class _Parser:
         raise _error(tok, f"expected a quoted string, NULL, EMPTY or WHITESPACES_ONLY, "
                           f"found {_describe(tok)}")
 
-    def dereference(self):
-        """$name: the variable's value(s), each carrying the position of this use."""
+    def dereference(self, operand=False):
+        """$name: the variable's value(s), each carrying the position of this use; `operand`:
+        compared with the data (see _operand_string)."""
         dollar, name = self.take(), self.take()
         if name.kind != "word" or name.text not in self.variables:
             raise _error(dollar, f"variable ${name.text} is not defined")
+
+        def use(v):
+            return v._replace(tok=dollar, value=_operand_string(v.tok) if operand and v.kind == "str" else v.value)
         value = self.variables[name.text]
-        return [v._replace(tok=dollar) for v in value] if isinstance(value, list) else \
-            value._replace(tok=dollar)
+        return [use(v) for v in value] if isinstance(value, list) else use(value)
 
     def labels(self, base=None):
         """= [ "key" = "value", ... ] over `base` (DefaultLabels, or a rule's own), with Glue's
@@ -2553,7 +2566,7 @@ class _Parser:
                 if self.peek().text in tags:
                     raise _error(self.peek(), f"'with {self.peek().text}' given twice")
                 tag = self.take()
-                tags[tag.text] = self.condition()
+                tags[tag.text] = self.condition(list_after_equals=tag.text == "filterOrder")
                 continue
             allowed = _WHERE_OK if word.text.lower() == "where" else _THRESHOLD_OK
             if word.text.lower() == "with" and self.peek().text.lower() != "threshold" and _TAGS.get(tok.text):
@@ -2574,16 +2587,21 @@ class _Parser:
         check = _HANDLERS[tok.text](rule)
         if where is not None:
             check["where"] = where.value
-        if threshold is not None:
-            check.update(_threshold(rule))
+        if threshold is not None:  # failFast = "true": Glue fails on the first failing file, so no share
+            shares = _threshold(rule)
+            check.update({} if tags.get("failFast") and _flag(rule, "failFast") else shares)
         labels = self.default_labels if labels is None else labels
         if labels:
             check["labels"] = labels
         return check
 
-    def condition(self):
+    def condition(self, list_after_equals=False):
+        """A comparator and its operands; `list_after_equals`: a tag's `= [...]` (AWS's pages
+        write filterOrder so; the grammar's form is `in [...]`) is read as `in [...]`."""
         tok = self.take()
         op = tok.text.lower()
+        if op == "=" and list_after_equals and self.at("["):
+            op = "in"
         if op == "!":              # DQDL lexes != as two tokens, so "! =" is valid too
             self.expect("=")
             op = "!="
@@ -2598,7 +2616,7 @@ class _Parser:
             self.expect("and")
             args = [low, self.operand()]
         elif op in ("in", "not in") and self.at("$"):
-            args = self.dereference()
+            args = self.dereference(operand=True)
             if not isinstance(args, list):
                 args = [args]
         elif op in ("in", "not in"):
@@ -2638,7 +2656,7 @@ class _Parser:
                 raise _error(tok, f"a duration needs a whole number, got {tok.text}")
             val = _Val("dur", (tok.value, _UNITS[self.take().text]), tok)
         elif tok.kind == "string":
-            val = _Val("str", tok.value, tok)
+            val = _Val("str", _operand_string(tok), tok)
         elif word in ("null", "empty", "whitespaces_only"):
             val = _Val({"null": "null", "empty": "empty"}.get(word, "blank"), None, tok)
         elif word == "now" and self.at("("):
@@ -2658,7 +2676,7 @@ class _Parser:
                              f"{_UNITS[unit.text]})", tok)
         elif tok.text == "$":
             self.i -= 1
-            val = self.dereference()
+            val = self.dereference(operand=True)
             if isinstance(val, list):
                 raise _error(tok, "a list variable goes after 'in'")
         else:
@@ -2675,6 +2693,7 @@ class _Parser:
         while self.at("+", "-"):
             op = self.take()
             left = _arith(op, left, self.product())
+        left = _as_number(left) if top else left
         if top and _kind_of(left) != "number":
             raise _error(start, "expected a number, found a list (use avg, min, max, ...)")
         if top and self.i - first > MAX_DEPTH * 5:  # evaluated recursively, so kept to a size
@@ -2702,8 +2721,13 @@ class _Parser:
             if tok.text not in _FUNCTIONS:
                 raise _error(tok, f"unknown function {tok.text}(); known: {', '.join(_FUNCTIONS)}")
             self.expect("(")
-            args = self.separated(lambda: self.number(top=False))
+            if tok.text == "last" and self.at(")"):  # last() is last(1): the latest value
+                args = [("num", 1)]
+            else:
+                args = self.separated(lambda: self.number(top=False))
             self.expect(")")
+            wanted = _FUNCTIONS[tok.text][0]
+            args = [_as_number(a) if w == "number" else a for a, w in zip(args, wanted)] + args[len(wanted):]
             kinds = [_kind_of(a) for a in args]
             if kinds != _FUNCTIONS[tok.text][0] or (tok.text == "last" and not (
                     args[0][0] == "num" and is_count(args[0][1], 1) and args[0][1] <= MAX_LOOKBACK)) or (
@@ -2719,6 +2743,8 @@ class _Parser:
 # of this table, newest first; the others reduce such a list to a number.
 _FUNCTIONS = {"last": (["number"], "list", f"a whole number of runs from 1 to {MAX_LOOKBACK}"),
               "avg": (["list"], "number", "a list: last(k)"),
+              "median": (["list"], "number", "a list: last(k)"),
+              "abs": (["number"], "number", "a number: abs(index(last(2), 0) - index(last(2), 1))"),
               "min": (["list"], "number", "a list: last(k)"),
               "max": (["list"], "number", "a list: last(k)"),
               "sum": (["list"], "number", "a list: last(k)"),
@@ -2733,8 +2759,17 @@ def _kind_of(expr):
     return _FUNCTIONS[expr[1]][1] if expr[0] == "call" else "number"
 
 
+def _as_number(expr):
+    """last(1) (or last()) where a number goes: its one value, index(last(1), 0)."""
+    if expr[0] == "call" and expr[1] == "last" and expr[2] == [("num", 1)]:
+        return "call", "index", [expr, ("num", 0)]
+    return expr
+
+
 def _reads_history(expr):
-    return expr[0] == "call" or expr[0] == "op" and (_reads_history(expr[2]) or _reads_history(expr[3]))
+    if expr[0] == "call":
+        return expr[1] == "last" or any(_reads_history(a) for a in expr[2])
+    return expr[0] == "op" and (_reads_history(expr[2]) or _reads_history(expr[3]))
 
 
 def _longest(expr):
@@ -2743,6 +2778,7 @@ def _longest(expr):
 
 
 def _arith(op, left, right):
+    left, right = _as_number(left), _as_number(right)
     if _kind_of(left) != "number" or _kind_of(right) != "number":
         raise _error(op, f"'{op.text}' needs numbers on both sides, not a list")
     if op.text == "/" and not _reads_history(right) and evaluate_dynamic(right, []) in (0, None):
@@ -2758,6 +2794,8 @@ def dynamic_text(expr, outer=0):
     precedence needs and no more (its nesting is what its parse is held to)."""
     if expr[0] == "num":
         return dqdl_number(expr[1])
+    if expr[0] == "call" and expr[2][1:] == [("num", 0)] and _as_number(expr[2][0]) == expr:
+        return dynamic_text(expr[2][0])  # last(1) as a number: as written (parsed back the same)
     if expr[0] == "call":
         return f"{expr[1]}({', '.join(dynamic_text(a) for a in expr[2])})"
     rank = _PRECEDENCE[expr[1]]  # left-associative: a right operand of the same rank keeps its parentheses
@@ -2789,6 +2827,8 @@ def evaluate_dynamic(expr, history):
     name = expr[1]
     if name == "last":
         return history[:args[0]]
+    if name == "abs":
+        return None if args[0] is None else abs(args[0])
     values = args[0]
     if not values:
         return None
@@ -2800,7 +2840,7 @@ def evaluate_dynamic(expr, history):
         ranked, at = sorted(values), args[1] * (len(values) - 1)
         low = math.floor(at)
         return ranked[low] + (ranked[min(low + 1, len(ranked) - 1)] - ranked[low]) * (at - low)
-    return {"avg": statistics.fmean, "min": min, "max": max, "sum": math.fsum,
+    return {"avg": statistics.fmean, "median": statistics.median, "min": min, "max": max, "sum": math.fsum,
             "std": statistics.pstdev}[name](values)
 
 
@@ -3208,11 +3248,16 @@ def _referential_integrity(rule):
     if not table or not all(cols + ref_cols) or len(cols) != len(ref_cols):
         raise _error(rule.params[1], f"cannot pair {rule.params[0].text} with {rule.params[1].text}")
     _reference(rule.params[1], table)
-    cond = _condition(rule)
+    check = {"check": "relationship", "columns": cols, "to_table": table, "to_columns": ref_cols}
+    cond = None if rule.record else _condition(rule)
+    if cond is None or any(a.kind == "dyn" for a in cond.args):  # the share as a metric (its history)
+        for a in [] if cond is None else cond.args:
+            if a.kind == "num" and not 0 <= a.value <= 1:
+                raise _error(a.tok, "ReferentialIntegrity compares with a share from 0 to 1")
+        return {**check, **_bounds(rule)}
     for a in cond.args:
         if a.kind != "num" or not 0 <= a.value <= 1:
             raise _error(a.tok, "ReferentialIntegrity compares with a share from 0 to 1")
-    check = {"check": "relationship", "columns": cols, "to_table": table, "to_columns": ref_cols}
     return {**check, **_threshold(rule, cond)}
 
 
@@ -3321,6 +3366,8 @@ def _source(rule, paths):
             if cond.op != "in" or not all(isinstance(x, str) for x in order) or sorted(order) != sorted(_SELECTION_TAGS):
                 raise _error(cond.tok, 'filterOrder in ["recentFiles", "uriRegex"], in the order to apply them')
             spec["filter_order"] = [_SELECTION_TAGS[x] for x in order]
+        elif name == "failFast":  # the first failing file fails the rule: every file must pass
+            _flag(rule, name)
         elif name == "timeZone":
             if cond.op != "=" or value.kind != "str" or time_zone(value.value) is None:
                 raise _error(cond.tok, 'timeZone = "an IANA time zone", e.g. "America/New_York"')
@@ -3453,7 +3500,9 @@ _WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Unique
              "UniqueValueRatio", "ColumnCorrelation"}
 _THRESHOLD_OK = {"ColumnValues", "ColumnDataType", "FileFreshness", "FileSize", "CustomSql"}
 # with <tag> = "value" (or in [...]), besides with threshold
-_TAGS = {"ColumnValues": ("ignoreCase",), "FileFreshness": ("recentFiles", "uriRegex", "filterOrder", "timeZone"), "FileSize": ("recentFiles", "uriRegex", "filterOrder"),
+_TAGS = {"ColumnValues": ("ignoreCase",),
+         "FileFreshness": ("recentFiles", "uriRegex", "filterOrder", "timeZone", "failFast"),
+         "FileSize": ("recentFiles", "uriRegex", "filterOrder", "failFast"),
          "FileUniqueness": ("recentFiles", "uriRegex", "filterOrder"),
          "FileMatch": ("hashAlgorithm", "matchFileName", "recentFiles", "uriRegex", "filterOrder")}
 _SECTION_KEYS = {"Metadata": ("Version",), "DataSources": ("Primary", "AdditionalDataSources")}
@@ -3484,7 +3533,7 @@ _ANALYZERS = {
     "AllStatistics": lambda rule: [{"check": "profile", "column": "*" if _columns(rule) == "AllColumns" else _columns(rule)}],
     # the comparisons with a reference dataset record the value their rule would compare
     **{name: (lambda handler: lambda rule: [handler(rule)])(_HANDLERS[name])
-       for name in ("RowCountMatch", "SchemaMatch", "AggregateMatch", "DatasetMatch")}}
+       for name in ("RowCountMatch", "SchemaMatch", "AggregateMatch", "DatasetMatch", "ReferentialIntegrity")}}
 
 
 
@@ -5868,6 +5917,9 @@ def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
     if c.check in MATCH_KINDS:
         return match_metric_key(c)
+    if c.check == "relationship":  # the share of rows with a match, per key pairing
+        pairs = ",".join(f"{x}={y}".lower() for x, y in zip(c.columns, c.to_columns))
+        return f"relationship:{(c.to_table or c.reference).lower()}:{pairs}" + (f" where {c.where}" if c.where else "")
     if c.check == "file_uniqueness":  # the files it reads: the location and which of its files
         chosen = "" if c.select is None else ":" + hashlib.sha1(repr(c.select).encode()).hexdigest()[:12]
         return f"file_uniqueness:{c.path or 'batch'}{chosen}"
@@ -6035,13 +6087,19 @@ def missing_references(df, target, c):
 
 
 def audit_relationship(a, c):
-    """Every non-NULL key of the batch must exist on the referenced table's main."""
+    """Every non-NULL key of the batch must exist on the referenced table's main, or, with a
+    condition, the share of rows that have a match must meet it. The share is its metric."""
     missing = missing_references(rows_in_scope(a.staged_df, c), a.reference(c.to_table), c)
-    failing = missing.count()
-    result = check_result(c, failing, a.in_rows(c))
+    failing, rows = missing.count(), a.in_rows(c)
+    result = check_result(c, failing, rows)
+    if rows:
+        result["observed"] = (rows - failing) / rows
+    if c.condition is not None:
+        detail = outside_bounds(c, result["observed"]) if rows else None
+        result.update(passed=detail is None, detail=detail)
     if failing:
         result["sample"] = sample_rows(missing)
-    return result
+    return measured_as(c, result)
 
 
 def judged(a, c, value, missing):
@@ -7502,7 +7560,7 @@ KINDS = {
                    decided_by="metadata", reads=LEDGER_READS, where=False),
     "stat": Kind(({"stat"}, BOUNDS | {"column", "columns", "q", "condition"}), parse_stat, audit_stat, statistic,
                  validate=valid_stat),
-    "relationship": Kind(({"to_table"}, {"column", "columns", "to_column", "to_columns"}), parse_relationship,
+    "relationship": Kind(({"to_table"}, {"column", "columns", "to_column", "to_columns", "condition"}), parse_relationship,
                          audit_relationship, decided_by="scan", reads="another table", validate=valid_relationship),
     "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
                 where=False),

@@ -443,7 +443,7 @@ ERRORS = [  # ruleset, the start of the error naming where it is wrong
      "DQDL line 1, column 24: 'with' is not supported for Mean"),
     ('Rules = [ FileSize < 1 MB with matchFileName = "true" ]',
      "DQDL line 1, column 32: FileSize has no option 'matchFileName' (it takes recentFiles, uriRegex, "
-     "filterOrder, threshold)"),
+     "filterOrder, failFast, threshold)"),
     ('Rules = [ ColumnValues "x" > 1 with threshold < 1.5 ]',
      "DQDL line 1, column 49: a threshold is a number from 0 to 1"),
     ('Rules = [ ColumnValues "x" > "abc" ]',

@@ -172,6 +172,29 @@ def test_referentialintegrity_greater_than_is_strict(wap, spark):
     assert code == 0 and result["passed"]
 
 
+def test_referentialintegrity_with_a_dynamic_value_compares_the_share_with_its_history(wap, spark):
+    """AWS's example, `> avg(last(10))`: the share of rows with a match is the rule's metric."""
+    ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(1, 11)])
+    rules = 'Rules = [ ReferentialIntegrity "id" "ref.id" >= avg(last(10)) ]'
+    code, report = wap.run(ROWS, checks=rules, reference_tables={"ref": ref})  # no history yet: passes
+    assert code == 0 and report.checks[0]["observed"] == 1.0
+    half = [dict(r, id=r["id"] + 5) for r in ROWS]  # ids 6..15: half of them in the reference
+    code, report = wap.run(half, checks=rules, reference_tables={"ref": ref})
+    r = report.checks[0]
+    assert code == 3 and r["observed"] == 0.5 and r["expected"] == ">= 1" and r["history"] == 1, r
+    assert wap.ids() == list(range(1, 11))
+
+
+def test_referentialintegrity_as_an_analyzer_records_the_share_without_a_verdict(wap, spark):
+    ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(1, 6)])
+    code, report = wap.run(ROWS, checks='Rules = [ RowCount > 0 ] Analyzers = [ ReferentialIntegrity "id" "ref.id" ]',
+                           reference_tables={"ref": ref})
+    [recorded] = [r for r in report.checks if r["action"] == "record"]
+    assert code == 0 and recorded["observed"] == 0.5 and recorded["passed"], recorded
+    [metrics] = [r["metrics"] for r in spark.table(f"{CATALOG}.{wap.ns}.orders_wap_runs").collect()]
+    assert metrics[f"relationship:{ref}:id=id"] == 0.5
+
+
 def test_reference_alias_may_hold_a_hyphen_as_in_glue(wap, spark):
     ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(10)])
     code, result, _ = run(wap, 'RowCountMatch "ref-1" >= 0.9', reference_tables={"ref-1": ref})

@@ -128,6 +128,16 @@ def test_variables_and_labels_reach_the_report(wap):
     assert wap.exists()
 
 
+def test_an_escaped_single_quote_in_a_value_is_a_quote_as_in_glue(wap):
+    """Glue's parser reads "don\\'t" and "don't" as one value (in a list, a variable too)."""
+    rows = [{"id": 1, "note": "don't"}, {"id": 2, "note": "x"}]
+    rules = r'''v = ["don\'t", "x"]
+Rules = [ ColumnValues "note" in ["don\'t", "x"], ColumnValues "note" in $v, ColumnValues "note" != "don\'t" ]'''
+    code, report = wap.run(rows, checks=rules)
+    passed = [r["passed"] for r in report.checks]
+    assert code == 3 and passed == [True, True, False], report.checks
+
+
 def test_variable_list_refuses_a_value_outside_it(wap):
     code, results = run(wap, 'only = ["new"]\nRules = [ ColumnValues "status" in $only ]')
     assert code == 3 and results['ColumnValues "status" in $only']["failing_rows"] == 66

@@ -239,13 +239,19 @@ def test_a_run_reads_the_ledger_metrics_of_earlier_runs_only_for_checks_that_com
     assert not metrics or row["metrics"]["row_count"] == 10
 
 
-def test_percentile_of_the_history_bounds_the_row_count(wap):
-    rules = "Rules = [ RowCount >= percentile(last(3), 0.5) * 0.5 ]"
-    for i, n in enumerate([10, 14, 12]):
+@pytest.mark.parametrize("rules, published, batch, expected", [
+    ("RowCount >= percentile(last(3), 0.5) * 0.5", [10, 14, 12], 5, ">= 6"),
+    ("RowCount >= median(last(3))", [10, 12, 30], 11, ">= 12"),
+    ("RowCount > last() * 0.9", [20], 17, "> 18"),  # AWS's example: last() is last(1), a number
+    ("RowCount >= abs(index(last(2), 0) - index(last(2), 1))", [30, 10], 19, ">= 20"),  # the last change
+], ids=["percentile", "median", "last_without_a_count", "abs"])
+def test_a_function_of_the_history_bounds_the_row_count(wap, rules, published, batch, expected):
+    rules = f"Rules = [ {rules} ]"
+    for i, n in enumerate(published):
         assert wap.run(rows(n, 100 * i), checks=rules)[0] == 0
-    code, report = wap.run(rows(5, 900), checks=rules)
+    code, report = wap.run(rows(batch, 900), checks=rules)
     r = report.checks[0]
-    assert code == 3 and r["expected"] == ">= 6" and r["history"] == 3
+    assert code == 3 and r["expected"] == expected and r["history"] == len(published), r
 
 
 def test_a_rolled_back_publish_is_no_history_so_its_rerun_is_not_compared_with_itself(wap, spark):
@@ -413,6 +419,23 @@ def test_filterorder_applies_the_regex_before_recentfiles(wap):
     assert code == 0, report.checks
 
 
+def test_filterorder_written_with_equals_as_aws_pages_write_it(wap):
+    source = folder(wap, rows(1), rows(300, 10), names=["small.csv", "big.csv"])
+    age(os.path.join(source, "small.csv"), 2)  # big.csv is the newest file
+    rules = ('Rules = [ FileSize < 100 B with recentFiles = 1 with uriRegex = "small" '
+             'with filterOrder = ["uriRegex", "recentFiles"] ]')
+    code, report = wap.run(source, checks=rules)
+    assert code == 0, report.checks
+
+
+@pytest.mark.parametrize("fail_fast, code", [("true", 3), ("false", 0)])
+def test_failfast_fails_on_any_failing_file_whatever_the_threshold(wap, fail_fast, code):
+    source = folder(wap, rows(1), rows(1, 10), rows(300, 20), names=["a.csv", "b.csv", "big.csv"])
+    rules = f'Rules = [ FileSize < 100 B with threshold > 0.5 with failFast = "{fail_fast}" ]'
+    got, report = wap.run(source, checks=rules)
+    assert got == code and report.checks[0]["failing_rows"] == 1, report.checks
+
+
 def test_matchfilename_requires_the_same_name_as_well_as_the_same_content(wap):
     source = folder(wap, rows(2), rows(2, 10))
     archive = str(wap.tmp / "archive")
@@ -439,6 +462,11 @@ TAG_ERRORS = [
     ('Rules = [ FileSize < 1 MB with filterOrder in ["uriRegex", NULL] ]', 'filterOrder in ["recentFiles", "uriRegex"]'),
     ('Rules = [ FileSize < 1 MB with recentFiles = "\u00b2" ]', "recentFiles = a whole number"),
     ("Rules = [ RowCount > percentile(last(3), avg(last(2))) ]", "percentile() takes a list and a fraction"),
+    ('Rules = [ FileSize < 1 MB with failFast = "soon" ]', 'failFast = "true" or "false"'),
+    ("Rules = [ RowCount > abs(last(2)) ]", "abs() takes a number"),
+    ("Rules = [ RowCount > 5 / abs(0) ]", "division by zero"),
+    ('Rules = [ FileSize < 1 MB with threshold > 7 with failFast = "true" ]', "a threshold is a number from 0 to 1"),
+    ("Rules = [ RowCount > last(2) ]", "expected a number, found a list"),
 ]
 
 
