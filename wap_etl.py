@@ -487,7 +487,8 @@ def infer_format(path, names=None):
     if extension_of(path) in SOURCE_EXTENSIONS:
         names = [path]
     names = list_folder(path) if names is None else names
-    extensions = sorted({extension_of(n) for n in names})
+    extensions = sorted({extension_of(n) for n in names if not n.rsplit("/", 1)[-1].startswith("_")})  # Parquet's
+    # _metadata and _common_metadata (listed, as Spark lists them) say nothing of the format
     formats = {SOURCE_EXTENSIONS.get(e) for e in extensions}
     if len(formats) == 1 and None not in formats:
         return formats.pop()
@@ -555,6 +556,8 @@ def local_source(path):
             raise bad_input(f"--source_path: {path!r} is no local file URI; expected file:///path")
     elif "://" in path:
         return None
+    elif path.startswith("//"):  # Hadoop reads //host/p as a host's
+        raise bad_input(f"--source_path: {path!r} names a host; a local path starts with one /")
     else:
         local = path
     glob = sorted(GLOB_CHARACTERS & set(local))
@@ -570,11 +573,11 @@ class LinkedAgain(OSError):
     without end)."""
 
 
-def local_data_files(folder):
+def local_data_files(folder, once=False):
     """The files under a local folder as Hadoop lists them for Spark's read (os.DirEntry: a file's
     type is known without a stat): links followed, a link that cannot be followed (dangling,
     looping) skipped, what Spark skips (is_hidden) skipped. A folder reached twice raises
-    LinkedAgain; an unreadable one raises, as Hadoop's listing would."""
+    LinkedAgain (`once`: is listed once); an unreadable one raises, as Hadoop's listing would."""
     folders, seen = [folder], {}
     while folders:
         here = folders.pop()
@@ -585,6 +588,8 @@ def local_data_files(folder):
         except FileNotFoundError:  # gone since its folder was listed
             continue
         first = seen.setdefault((inode.st_dev, inode.st_ino), here)
+        if first != here and once:
+            continue
         if first != here:
             raise LinkedAgain(f"{here!r} is {first!r} again, through a link (Spark would list its files twice, "
                               "or without end)")
@@ -971,6 +976,7 @@ class Check:
     algorithm: str = None  # file_match: the checksums' hash algorithm
     select: "FileSelection" = None  # file rules: which of the files they read (newest, path regex)
     match_file_name: bool = False  # file_match with compare_path: files paired by name, not content only
+    on_share: bool = False  # relationship with a condition (or recorded): judged on the share of rows with a match
     time_zone: str = None  # file_freshness: the zone its times of day are in (default UTC; dates stay UTC)
 
     @property
@@ -1151,6 +1157,9 @@ def parse_relationship(s):
         s.need(not {"threshold", "max_failing_rows", "max_failing_fraction"} & spec.keys(),
                "give a condition (on the share of rows with a match) or a threshold, not both")
         s.bounds(lambda v: is_number(v) and 0 <= v <= 1, "shares from 0 to 1")
+        s.need(c.condition is None or all(_reads_history(v) for v in c.condition.values if isinstance(v, tuple)),
+               "condition values must be shares from 0 to 1 or values over the history (avg(last(10)))")
+        c.on_share = True  # a condition left without a value for want of history passes, as a stat's does
 
 
 @dataclass
@@ -3252,7 +3261,7 @@ def _referential_integrity(rule):
     cond = None if rule.record else _condition(rule)
     if cond is None or any(a.kind == "dyn" for a in cond.args):  # the share as a metric (its history)
         for a in [] if cond is None else cond.args:
-            if a.kind == "num" and not 0 <= a.value <= 1:
+            if not (a.kind == "num" and 0 <= a.value <= 1 or a.kind == "dyn" and _reads_history(a.value)):
                 raise _error(a.tok, "ReferentialIntegrity compares with a share from 0 to 1")
         return {**check, **_bounds(rule)}
     for a in cond.args:
@@ -6094,8 +6103,8 @@ def audit_relationship(a, c):
     result = check_result(c, failing, rows)
     if rows:
         result["observed"] = (rows - failing) / rows
-    if c.condition is not None:
-        detail = outside_bounds(c, result["observed"]) if rows else None
+    if c.on_share:
+        detail = outside_bounds(c, result["observed"]) if rows and c.condition is not None else None
         result.update(passed=detail is None, detail=detail)
     if failing:
         result["sample"] = sample_rows(missing)
@@ -7327,6 +7336,7 @@ def rule_files(a, where, select=None):
 def stat_files(paths):
     """Size and modification time of named files, {path: its pin (file_pin), or None}: one S3
     listing per folder, os.stat locally. A pinned file must still be as the batch read it."""
+    from stat import S_ISREG
     s3 = {path: s3_file(obj, path) for path, obj in s3_objects([p for p in paths if p.startswith("s3://")]).items()}
     out = []
     for path in paths:
@@ -7337,6 +7347,8 @@ def stat_files(paths):
             out.append(s3[path])
         elif path.startswith("file:///"):
             info = os.stat(local_path(path))
+            if not S_ISREG(info.st_mode):  # a named pipe's bytes would never end
+                raise FileRuleError(f"{path} is not a regular file")
             if paths[path] is not None:
                 require_pin(path, paths[path], info, since="after the batch read it")
             out.append(SourceFile(path, info.st_size, info.st_mtime, local_stamp(info)))
@@ -7368,7 +7380,7 @@ def files_at(where):
     local = local_path(where)
     if os.path.isfile(local):
         return stat_files({where: None})
-    found = sorted(entry.path for entry in local_data_files(local))  # as the batch's read lists a folder
+    found = sorted(entry.path for entry in local_data_files(local, once=True))  # as a read lists it, each file once
     return stat_files(dict.fromkeys(normalize_path("file://" + f) for f in found))
 
 

@@ -2,6 +2,9 @@
 DatasetMatch compare the batch with main of another table of the catalog, named in the rule
 (namespace.table) or by an alias of --reference_tables. A missing table or an unknown alias is bad
 input before anything is written."""
+import pytest
+
+import wap_etl
 from conftest import CATALOG
 from wap_etl import parse_dqdl
 
@@ -173,16 +176,25 @@ def test_referentialintegrity_greater_than_is_strict(wap, spark):
 
 
 def test_referentialintegrity_with_a_dynamic_value_compares_the_share_with_its_history(wap, spark):
-    """AWS's example, `> avg(last(10))`: the share of rows with a match is the rule's metric."""
-    ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(1, 11)])
+    """AWS's example, `> avg(last(10))`: the share of rows with a match is the rule's metric; with
+    no history yet the rule passes (as any dynamic rule does), however few rows match."""
+    ref = reference(spark, wap, "ref", [(i, 0.0, "x") for i in range(1, 6)])
     rules = 'Rules = [ ReferentialIntegrity "id" "ref.id" >= avg(last(10)) ]'
-    code, report = wap.run(ROWS, checks=rules, reference_tables={"ref": ref})  # no history yet: passes
-    assert code == 0 and report.checks[0]["observed"] == 1.0
-    half = [dict(r, id=r["id"] + 5) for r in ROWS]  # ids 6..15: half of them in the reference
-    code, report = wap.run(half, checks=rules, reference_tables={"ref": ref})
+    code, report = wap.run(ROWS, checks=rules, reference_tables={"ref": ref})
+    assert code == 0 and report.checks[0]["observed"] == 0.5, report.checks
+    later = [dict(r, id=r["id"] + 10) for r in ROWS]  # ids 11..20: none in the reference
+    code, report = wap.run(later, checks=rules, reference_tables={"ref": ref})
     r = report.checks[0]
-    assert code == 3 and r["observed"] == 0.5 and r["expected"] == ">= 1" and r["history"] == 1, r
+    assert code == 3 and r["observed"] == 0.0 and r["expected"] == ">= 0.5" and r["history"] == 1, r
     assert wap.ids() == list(range(1, 11))
+
+
+def test_a_relationship_condition_takes_shares_or_values_over_the_history():
+    spec = {"check": "relationship", "column": "id", "to_table": "ns.ref", "condition": {"op": ">=", "values": ["0.5 + 0.6"]}}
+    with pytest.raises(wap_etl.WapError, match="shares from 0 to 1 or values over the history"):
+        wap_etl.parse_check(spec, 0)
+    with pytest.raises(wap_etl.WapError, match="ReferentialIntegrity compares with a share from 0 to 1"):
+        parse_dqdl('Rules = [ ReferentialIntegrity "id" "ns.ref.id" >= 0.5 + 0.6 ]')
 
 
 def test_referentialintegrity_as_an_analyzer_records_the_share_without_a_verdict(wap, spark):

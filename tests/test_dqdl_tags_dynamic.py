@@ -446,6 +446,27 @@ def test_matchfilename_requires_the_same_name_as_well_as_the_same_content(wap):
     assert code == 3 and report.checks[0]["failing_rows"] == 2
 
 
+def test_a_file_rules_folder_reached_again_by_a_link_is_listed_once(wap):
+    """A `latest` link to a dated folder beside it: its files are the rule's once, not twice."""
+    source = folder(wap, rows(2), rows(2, 10))
+    archive = str(wap.tmp / "archive")
+    shutil.copytree(source, os.path.join(archive, "2024-06-01"))
+    os.symlink(os.path.join(archive, "2024-06-01"), os.path.join(archive, "latest"))
+    code, report = wap.run(source, checks=f'Rules = [ FileMatch "{source}/" "{archive}/" ]')
+    assert code == 0, report.checks
+
+
+def test_a_named_pipe_in_a_file_rules_folder_fails_the_rule_instead_of_hanging(wap):
+    source = folder(wap, rows(2))
+    other = wap.tmp / "other"
+    os.makedirs(other)
+    write_csv(other / "a.csv", rows(2))
+    os.mkfifo(other / "b.csv")
+    code, report = wap.run(source, checks=f'Rules = [ FileUniqueness "{other}/" > 0.5 ]')
+    r = report.checks[0]
+    assert code == 3 and "b.csv is not a regular file" in r["detail"], r
+
+
 def test_json_file_rules_take_the_selection_keys(wap):
     source = folder(wap, rows(1), rows(300, 10), names=["small.csv", "big.csv"])
     code, report = wap.run(source, checks=[{"check": "file_size", "max": 100, "uri_regex": "small"}])

@@ -2,6 +2,7 @@
 check or file, and writes nothing (no table, branch, column, quarantine or ledger)."""
 import json
 import os
+import shutil
 
 import pytest
 
@@ -71,6 +72,7 @@ CASES = {
     "local glob": (lambda w, s, t: (write(t / "g" / "a.csv", "id\n1\n"), f"file://{t}/g/*.csv")[1],
                    {}, ["--source_path", "glob"]),
     "file URI of another host": (None, {"source_path": "file://host/data/a.csv"}, ["--source_path", "file:///path"]),
+    "path of another host": (None, {"source_path": "//host/data/a.csv"}, ["--source_path", "names a host"]),
     "broken JSON-lines record": (lambda w, s, t: write(t / "bad.json", '{"id": 1}\n{"id": 2, "amount"\n{"id": 3}\n'),
                                  {}, ["--source_path", "bad.json", "line 2"]),
     "parquet files with clashing schemas": (lambda w, s, t: clashing_parquet(s, t), {"checks": []},
@@ -366,3 +368,14 @@ def test_a_dangling_link_of_another_kind_in_the_source_folder_is_not_read(wap, s
     os.symlink(wap.tmp / "gone.json", folder / "old.json")
     assert wap.run(f"file://{folder}", checks=NOT_NULL)[0] == 0
     assert spark.table(wap.sql).count() == 2
+
+
+def test_a_parquet_folder_with_summary_files_is_read_as_parquet(wap, spark, tmp_path):
+    """_metadata and _common_metadata are listed (Spark lists them) but say nothing of the format."""
+    folder = tmp_path / "pq"
+    os.makedirs(folder)
+    os.rename(parquet(spark, tmp_path / "p1", [(1, 5.0)], "id long, amount double"), folder / "part-0.parquet")
+    for name in ("_metadata", "_common_metadata"):  # a footer of the folder's schema, as summary files hold
+        shutil.copy(folder / "part-0.parquet", folder / name)
+    code, report = wap.run(str(folder), checks=NOT_NULL)
+    assert code == 0 and report.rows_written == 1, report.error
