@@ -487,8 +487,7 @@ def infer_format(path, names=None):
     if extension_of(path) in SOURCE_EXTENSIONS:
         names = [path]
     names = list_folder(path) if names is None else names
-    extensions = sorted({extension_of(n) for n in names if not n.rsplit("/", 1)[-1].startswith("_")})  # Parquet's
-    # _metadata and _common_metadata (listed, as Spark lists them) say nothing of the format
+    extensions = sorted({extension_of(n) for n in names if not summary_file(n.rsplit("/", 1)[-1])})
     formats = {SOURCE_EXTENSIONS.get(e) for e in extensions}
     if len(formats) == 1 and None not in formats:
         return formats.pop()
@@ -533,6 +532,12 @@ def list_folder(path):
     return names
 
 
+def summary_file(name):
+    """Parquet's _metadata and _common_metadata: listed, as Spark lists them, but no data file (and
+    no sign of the format). A name with = is a partition's."""
+    return name.startswith("_") and "=" not in name
+
+
 def is_hidden(relative):
     """Whether Spark's file listing skips a path (relative to the folder read), as its
     shouldFilterOutPathName does at each level: a name starting with . or with _ (but a partition
@@ -556,7 +561,7 @@ def local_source(path):
             raise bad_input(f"--source_path: {path!r} is no local file URI; expected file:///path")
     elif "://" in path:
         return None
-    elif path.startswith("//"):  # Hadoop reads //host/p as a host's
+    elif path.startswith("//") and not path.startswith("///"):  # Hadoop reads //host/p as a host's
         raise bad_input(f"--source_path: {path!r} names a host; a local path starts with one /")
     else:
         local = path
@@ -577,10 +582,13 @@ def local_data_files(folder, once=False):
     """The files under a local folder as Hadoop lists them for Spark's read (os.DirEntry: a file's
     type is known without a stat): links followed, a link that cannot be followed (dangling,
     looping) skipped, what Spark skips (is_hidden) skipped. A folder reached twice raises
-    LinkedAgain (`once`: is listed once); an unreadable one raises, as Hadoop's listing would."""
-    folders, seen = [folder], {}
-    while folders:
-        here = folders.pop()
+    LinkedAgain (`once`: is listed once, under its path without links: folders reached through a
+    link are walked last, whatever order the directory lists them in); an unreadable one raises,
+    as Hadoop's listing would."""
+    folders, linked, seen = [folder], [], {}
+    while folders or linked:
+        through_link = not folders
+        here = (folders or linked).pop()
         try:
             inode = os.stat(here)
             with os.scandir(here) as entries:
@@ -597,7 +605,7 @@ def local_data_files(folder, once=False):
             if is_hidden(entry.name):
                 continue
             if is_type(entry.is_dir):
-                folders.append(entry.path)
+                (linked if through_link or is_type(entry.is_symlink) else folders).append(entry.path)
             elif not is_type(entry.is_symlink) or is_type(entry.stat):
                 yield entry
 

@@ -1,5 +1,6 @@
 """A tour of hostile input: each case exits with its code, a one-line error naming the parameter,
 check or file, and writes nothing (no table, branch, column, quarantine or ledger)."""
+import contextlib
 import json
 import os
 import shutil
@@ -379,3 +380,31 @@ def test_a_parquet_folder_with_summary_files_is_read_as_parquet(wap, spark, tmp_
         shutil.copy(folder / "part-0.parquet", folder / name)
     code, report = wap.run(str(folder), checks=NOT_NULL)
     assert code == 0 and report.rows_written == 1, report.error
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["links_listed_first", "links_listed_last"])
+def test_a_folder_reached_again_through_links_is_listed_under_its_own_path(tmp_path, monkeypatch, reverse):
+    """Listed once (a file rule's folder), its files keep the path without links, whatever order
+    the directory lists the links and the folder in (both orders forced here)."""
+    write(tmp_path / "in" / "real" / "x.csv", "id\n1\n")
+    for name in ("0link", "zlink"):
+        os.symlink(tmp_path / "in" / "real", tmp_path / "in" / name)
+    scandir = os.scandir
+
+    @contextlib.contextmanager
+    def ordered(path):
+        with scandir(path) as entries:
+            yield iter(sorted(entries, key=lambda e: e.name, reverse=reverse))
+    monkeypatch.setattr(os, "scandir", ordered)
+    paths = [e.path for e in wap_etl.local_data_files(str(tmp_path / "in"), once=True)]
+    assert paths == [str(tmp_path / "in" / "real" / "x.csv")]
+
+
+def test_a_partition_file_counts_in_the_format_and_a_summary_file_does_not():
+    with pytest.raises(wap_etl.WapError, match="found .csv, .json"):
+        wap_etl.infer_format("in", ["a.csv", "_k=1.json"])
+    assert wap_etl.infer_format("in", ["a.parquet", "_metadata", "_common_metadata"]) == "parquet"
+
+
+def test_three_slashes_are_a_local_path_as_hadoop_reads_them():
+    assert wap_etl.local_source("///data/a.csv") == "/data/a.csv"
