@@ -543,7 +543,7 @@ def is_hidden(relative):
     shouldFilterOutPathName does at each level: a name starting with . or with _ (but a partition
     folder's _k=v, and _metadata and _common_metadata), or a copy in progress (*._COPYING_)."""
     return any(part.startswith(".") or part.endswith("._COPYING_")
-               or part.startswith("_") and "=" not in part and not part.startswith(("_metadata", "_common_metadata"))
+               or summary_file(part) and not part.startswith(("_metadata", "_common_metadata"))
                for part in relative.split("/") if part)
 
 
