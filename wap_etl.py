@@ -3267,14 +3267,11 @@ def _referential_integrity(rule):
     _reference(rule.params[1], table)
     check = {"check": "relationship", "columns": cols, "to_table": table, "to_columns": ref_cols}
     cond = None if rule.record else _condition(rule)
-    if cond is None or any(a.kind == "dyn" for a in cond.args):  # the share as a metric (its history)
-        for a in [] if cond is None else cond.args:
-            if not (a.kind == "num" and 0 <= a.value <= 1 or a.kind == "dyn" and _reads_history(a.value)):
-                raise _error(a.tok, "ReferentialIntegrity compares with a share from 0 to 1")
-        return {**check, **_bounds(rule)}
-    for a in cond.args:
-        if a.kind != "num" or not 0 <= a.value <= 1:
+    for a in [] if cond is None else cond.args:
+        if not (a.kind == "num" and 0 <= a.value <= 1 or a.kind == "dyn" and _reads_history(a.value)):
             raise _error(a.tok, "ReferentialIntegrity compares with a share from 0 to 1")
+    if cond is None or any(a.kind == "dyn" for a in cond.args):  # the share as a metric (its history)
+        return {**check, **_bounds(rule)}
     return {**check, **_threshold(rule, cond)}
 
 
@@ -5932,11 +5929,8 @@ DISTINCT_RSD = 0.01  # --suggest_checks' profile: HyperLogLog++ relative standar
 
 def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
-    if c.check in MATCH_KINDS:
+    if c.check in MATCH_KINDS + ("relationship",):
         return match_metric_key(c)
-    if c.check == "relationship":  # the share of rows with a match, per key pairing
-        pairs = ",".join(f"{x}={y}".lower() for x, y in zip(c.columns, c.to_columns))
-        return f"relationship:{(c.to_table or c.reference).lower()}:{pairs}" + (f" where {c.where}" if c.where else "")
     if c.check == "file_uniqueness":  # the files it reads: the location and which of its files
         chosen = "" if c.select is None else ":" + hashlib.sha1(repr(c.select).encode()).hexdigest()[:12]
         return f"file_uniqueness:{c.path or 'batch'}{chosen}"
@@ -5952,13 +5946,15 @@ MATCH_KINDS = ("row_count_match", "schema_match", "aggregate_match", "dataset_ma
 
 
 def match_metric_key(c):
-    """A comparison with reference tables, keyed by the tables (not their aliases) and columns:
-    aggregate_match:sum(amount)/sum(ns.t.total), dataset_match:ns.t:id=ref_id:a=b."""
+    """A comparison with reference tables (a relationship's too), keyed by the tables (not their
+    aliases) and columns: aggregate_match:sum(amount)/sum(ns.t.total), dataset_match:ns.t:id=ref_id:a=b,
+    relationship:ns.t:id=ref_id."""
     if c.check == "aggregate_match":
         return "aggregate_match:" + "/".join(str(replace(agg, reference=agg.table)).lower() for agg in c.aggregates)
     pairs = [zip(c.columns, c.to_columns), zip(c.match_columns or ["*"], c.to_match_columns or ["*"])] \
-        if c.check == "dataset_match" else []
-    return ":".join([c.check, c.to_table] + [",".join(f"{x}={y}".lower() for x, y in p) for p in pairs])
+        if c.check == "dataset_match" else [zip(c.columns, c.to_columns)] if c.check == "relationship" else []
+    key = ":".join([c.check, c.to_table or c.reference] + [",".join(f"{x}={y}".lower() for x, y in p) for p in pairs])
+    return f"{key} where {c.where}" if c.where else key  # a relationship's rows in scope
 
 
 def measure(a, c):
