@@ -3119,8 +3119,9 @@ def _anchored(pattern):
 
 def _whole(pattern):
     # Not spelled out in the docs, but their example (matches "[a-zA-Z]*") only makes sense as a
-    # whole-value match; Spark's RLIKE accepts partial matches, so the pattern is anchored.
-    return pattern if _anchored(pattern) else f"^(?:{pattern})$"
+    # whole-value match; Spark's RLIKE accepts partial matches, so the pattern is anchored. At
+    # \z: Java's $ also matches before a final line break ("12345\n" would match [0-9]{5}).
+    return pattern[:-1] + r"\z" if _anchored(pattern) else f"^(?:{pattern})\\z"
 
 
 _BLANK = _lit(r"^\s+$")   # WHITESPACES_ONLY: one or more whitespace characters
@@ -3131,10 +3132,12 @@ def _sql_condition(lhs, op, args):
     values = [_sql_value(a) for a in args if a.kind not in ("null", "blank")]
     null = any(a.kind == "null" for a in args)
     blank = f"{lhs} RLIKE {_BLANK}" if any(a.kind == "blank" for a in args) else None
-    # Spark's IN compares a date or time column with a string as text ("2024-01-01 00:00:00" is
-    # not "2024-01-01"), where = and <> cast the string to the column's type: dates are listed so
-    dated = any(a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
-    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if dated else f"{lhs} IN ({', '.join(values)})")
+    # Spark's IN compares a date or time column with a string, and a string column with a number,
+    # as text ("2024-01-01 00:00:00" is not "2024-01-01", "0.0" is not 0), where = and <> cast the
+    # string to the other side's type: dates and numbers are listed so
+    one_by_one = any(a.kind == "num" or a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
+    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if one_by_one
+             else f"{lhs} IN ({', '.join(values)})")
     if op == "=" and values:
         return f"{lhs} = {values[0]}"
     if op in ("=", "in"):
@@ -3144,7 +3147,7 @@ def _sql_condition(lhs, op, args):
         return f"{lhs} <> {values[0]}"
     if op in ("!=", "not in"):
         return " AND ".join(([f"{lhs} IS NOT NULL"] if null else [])
-                            + ([f"NOT {among}" if dated else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
+                            + ([f"NOT {among}" if one_by_one else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
                             + ([f"NOT ({blank})"] if blank else []))
     if op == "not matches":
         return f"NOT ({lhs} RLIKE {_lit(_whole(args[0].value))})"
@@ -3158,8 +3161,11 @@ def _sql_condition(lhs, op, args):
 
 
 def _sql_value(val):
-    if val.kind == "num":  # a whole number as a bigint: text beside an int reads as an int, NULL past 2^31
-        return dqdl_number(val.value) + ("L" if isinstance(val.value, int) else "")
+    if val.kind == "num":  # a double, as Glue reads the number: text beside a whole number would
+        # read as one ("0.5" as 0) and beside a decimal as its precision (NULL for "5.5" beside
+        # 0.1); past 2^53 a bigint, exact (a double, as any long beside one, is exact below it)
+        big = isinstance(val.value, int) and abs(val.value) >= 2 ** 53
+        return dqdl_number(val.value) + ("L" if big else "D")
     if val.kind in ("str", "empty"):
         return _lit(val.value or "")
     if val.kind == "now":
@@ -4732,7 +4738,7 @@ class Ledger:
         ends the run: its rows are what the table consumed, not "none"."""
         if self.exists():
             return False
-        if self._dropped or self._read_at is not None or self._uuid is not None:
+        if self._dropped or self._uuid is not None:  # head() sets the uuid before any read
             raise self.dropped()
         return True
 
@@ -6243,11 +6249,13 @@ PLAIN_LITERAL = re.compile(r"[A-Za-z0-9 _\-,:;/@#%&=~'\"!<>`]+")  # no regex met
 
 def accepted(c):
     """The values a check accepts, if it is a list of them: an accepted_values, or a regex that
-    is a whole-value alternation of literals (`^(EWR|JFK|LGA)$`). The regex's list only proves a
-    pass: Java's `$` also matches before a final line break, so a value outside it may match."""
+    is a whole-value alternation of literals (`^(EWR|JFK|LGA)$`, or DQDL's `^(?:EWR|JFK)\\z`). The
+    regex's list only proves a pass: Java's `$` also matches before a final line break, so a value
+    outside it may match."""
     if c.check == "accepted_values":
         return c.values
-    m = re.fullmatch(r"\^\((?:\?:)?([^()]*)\)\$|\^([^()|]*)\$", c.pattern or "") if c.check == "regex" else None
+    m = (re.fullmatch(r"\^\((?:\?:)?([^()]*)\)(?:\$|\\z)|\^([^()|]*)(?:\$|\\z)", c.pattern or "")
+         if c.check == "regex" else None)
     parts = (m[1] if m[1] is not None else m[2]).split("|") if m else []
     return parts if parts and all(PLAIN_LITERAL.fullmatch(x) for x in parts) else None
 

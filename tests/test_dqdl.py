@@ -83,17 +83,17 @@ def test_column_values_in_with_whitespaces_only_is_an_expression():
 
 def test_column_values_not_in():
     assert one('ColumnValues "age" not in [21, 22]') == {
-        "check": "expression", "expr": "coalesce(`age` IS NULL OR (`age` NOT IN (21L, 22L)), false)"}
+        "check": "expression", "expr": "coalesce(`age` IS NULL OR (NOT (`age` = 21D OR `age` = 22D)), false)"}
     # an explicit NULL in the list makes NULL rows fail (per the DQDL docs)
     assert one('ColumnValues "age" not in [21, NULL]') == {
-        "check": "expression", "expr": "coalesce(`age` IS NOT NULL AND `age` NOT IN (21L), false)"}
+        "check": "expression", "expr": "coalesce(`age` IS NOT NULL AND NOT (`age` = 21D), false)"}
 
 
 def test_column_values_equal_and_not_equal():
     assert one('ColumnValues "c" = "A"') == {
         "check": "accepted_values", "column": "c", "values": ["A"], "allow_null": False}
     assert one('ColumnValues "c" != "A"') == {"check": "expression", "expr": "coalesce(`c` IS NULL OR (`c` <> 'A'), false)"}
-    assert one('ColumnValues "c" ! = 5') == {"check": "expression", "expr": "coalesce(`c` IS NULL OR (`c` <> 5L), false)"}
+    assert one('ColumnValues "c" ! = 5') == {"check": "expression", "expr": "coalesce(`c` IS NULL OR (`c` <> 5D), false)"}
     assert one('ColumnValues "c" != NULL') == {"check": "not_null", "column": "c"}
     assert one('ColumnValues "c" = NULL') == {"check": "expression", "expr": "coalesce(`c` IS NULL, false)"}
     assert one('ColumnValues "c" = EMPTY') == {
@@ -120,7 +120,7 @@ def test_column_values_comparisons_strict_and_inclusive():
 
 def test_column_values_not_between():
     assert one('ColumnValues "x" not between 1 and 5') == {
-        "check": "expression", "expr": "coalesce(`x` IS NOT NULL AND ((`x` <= 1L OR `x` >= 5L)), false)"}
+        "check": "expression", "expr": "coalesce(`x` IS NOT NULL AND ((`x` <= 1D OR `x` >= 5D)), false)"}
 
 
 def test_column_values_dates_relative_to_now():
@@ -135,15 +135,16 @@ def test_column_values_dates_relative_to_now():
 
 def test_column_values_matches_is_anchored():
     assert one('ColumnValues "First_Name" matches "[a-zA-Z]*"') == {
-        "check": "regex", "column": "First_Name", "pattern": "^(?:[a-zA-Z]*)$", "allow_null": False}
-    # backslashes belong to the regex: DQDL passes the pattern through as written;
-    # a pattern that is already anchored is kept as it is
-    assert one(r'ColumnValues "zip" matches "^\d{5}$"')["pattern"] == r"^\d{5}$"
-    assert one('ColumnValues "c" matches "^a|b$"')["pattern"] == "^(?:^a|b$)$"
+        "check": "regex", "column": "First_Name", "pattern": r"^(?:[a-zA-Z]*)\z", "allow_null": False}
+    # backslashes belong to the regex: DQDL passes the pattern through as written; a pattern
+    # that is already anchored keeps its ^, and ends at \z, the value's end (Java's $ also
+    # matches before a final line break)
+    assert one(r'ColumnValues "zip" matches "^\d{5}$"')["pattern"] == r"^\d{5}\z"
+    assert one('ColumnValues "c" matches "^a|b$"')["pattern"] == r"^(?:^a|b$)\z"
     assert one(r'ColumnValues "zip" matches "\d{5}"') == {
-        "check": "regex", "column": "zip", "pattern": r"^(?:\d{5})$", "allow_null": False}
+        "check": "regex", "column": "zip", "pattern": r"^(?:\d{5})\z", "allow_null": False}
     assert one(r'ColumnValues "zip" not matches "\d{5}"') == {
-        "check": "expression", "expr": r"coalesce(`zip` IS NOT NULL AND (NOT (`zip` RLIKE '^(?:\\d{5})$')), false)"}
+        "check": "expression", "expr": r"coalesce(`zip` IS NOT NULL AND (NOT (`zip` RLIKE '^(?:\\d{5})\\z')), false)"}
 
 
 def test_column_values_ignore_case_compares_lower_case():
@@ -152,7 +153,7 @@ def test_column_values_ignore_case_compares_lower_case():
     assert one('ColumnValues "c" != "Lost" with ignoreCase = "true"') == {
         "check": "expression", "expr": "coalesce(`c` IS NULL OR (lower(`c`) <> 'lost'), false)"}
     assert one('ColumnValues "c" matches "[a-z]+" with ignoreCase = "true"') == {
-        "check": "regex", "column": "c", "pattern": "(?iu)^(?:[a-z]+)$", "allow_null": False}
+        "check": "regex", "column": "c", "pattern": r"(?iu)^(?:[a-z]+)\z", "allow_null": False}
     assert one('ColumnValues "c" = "A" with ignoreCase = "false"')["check"] == "accepted_values"
 
 
@@ -194,11 +195,11 @@ def test_column_data_type_is_castability():
 
 def test_column_length_counts_null_as_zero():
     assert one('ColumnLength "Postal_Code" = 5') == {
-        "check": "expression", "expr": "coalesce(length(`Postal_Code`), 0) = 5L"}
+        "check": "expression", "expr": "coalesce(length(`Postal_Code`), 0) = 5D"}
     assert one('ColumnLength "c" between 2 and 10') == {
         "check": "expression",
-        "expr": "coalesce(length(`c`), 0) > 2L AND coalesce(length(`c`), 0) < 10L"}
-    assert one('ColumnLength "c" >= 100')["expr"] == "coalesce(length(`c`), 0) >= 100L"
+        "expr": "coalesce(length(`c`), 0) > 2D AND coalesce(length(`c`), 0) < 10D"}
+    assert one('ColumnLength "c" >= 100')["expr"] == "coalesce(length(`c`), 0) >= 100D"
 
 
 def test_row_count_strict_bounds_become_whole_numbers():
@@ -289,11 +290,11 @@ def test_data_freshness_is_per_row():
 
 
 def test_numbers_keep_every_digit():
-    assert one('ColumnValues "x" not in [1000, 2000]')["expr"] == "coalesce(`x` IS NULL OR (`x` NOT IN (1000L, 2000L)), false)"
-    assert one('ColumnValues "x" != 19.99')["expr"] == "coalesce(`x` IS NULL OR (`x` <> 19.99), false)"
-    assert one('ColumnLength "x" <= 1000')["expr"] == "coalesce(length(`x`), 0) <= 1000L"
+    assert one('ColumnValues "x" not in [1000, 2000]')["expr"] == "coalesce(`x` IS NULL OR (NOT (`x` = 1000D OR `x` = 2000D)), false)"
+    assert one('ColumnValues "x" != 19.99')["expr"] == "coalesce(`x` IS NULL OR (`x` <> 19.99D), false)"
+    assert one('ColumnLength "x" <= 1000')["expr"] == "coalesce(length(`x`), 0) <= 1000D"
     assert one('ColumnValues "x" not between 0.5 and 1234.5678')["expr"] == \
-        "coalesce(`x` IS NOT NULL AND ((`x` <= 0.5 OR `x` >= 1234.5678)), false)"
+        "coalesce(`x` IS NOT NULL AND ((`x` <= 0.5D OR `x` >= 1234.5678D)), false)"
 
 
 def test_a_rule_written_twice_gets_a_name_of_its_own():
@@ -362,10 +363,10 @@ def test_of_connector():
 
 def test_odd_column_names_are_quoted():
     assert one('ColumnValues "order id" != "x"')["expr"] == "coalesce(`order id` IS NULL OR (`order id` <> 'x'), false)"
-    assert one('ColumnValues "a`b" != 1')["expr"] == "coalesce(`a``b` IS NULL OR (`a``b` <> 1L), false)"
+    assert one('ColumnValues "a`b" != 1')["expr"] == "coalesce(`a``b` IS NULL OR (`a``b` <> 1D), false)"
     assert one('ColumnValues "it\\"s" = 1') == {"check": "accepted_values", "column": 'it"s', "values": [1],
                                                 "allow_null": False}
-    assert one('ColumnLength "x.y-z" > 1')["expr"] == "coalesce(length(`x.y-z`), 0) > 1L"
+    assert one('ColumnLength "x.y-z" > 1')["expr"] == "coalesce(length(`x.y-z`), 0) > 1D"
 
 
 def test_sql_injection_in_names_and_values_stays_quoted():

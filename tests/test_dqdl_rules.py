@@ -11,7 +11,11 @@ HUNDRED = [{"id": i, "status": "paid" if i % 3 else "new", "c": None if i % 10 <
 
 
 def run(wap, rules):
-    code, report = wap.run(HUNDRED, checks=rules)
+    return run_rows(wap, HUNDRED, rules)
+
+
+def run_rows(wap, rows, rules):
+    code, report = wap.run(rows, checks=rules)
     return code, {r["name"]: r for r in report.checks}
 
 
@@ -343,3 +347,35 @@ def test_dynamic_rule_errors_name_their_position():
     assert "column 22: avg() takes a list: last(k)" in error("Rules = [ RowCount > avg(3) ]")
     assert "column 22: expected a number, found a list" in error("Rules = [ RowCount > last(3) ]")
     assert "column 22: unknown function foo(); known: last, avg" in error("Rules = [ RowCount > foo(1) ]")
+
+
+def test_numbers_compare_with_a_text_column_as_numbers(wap, monkeypatch):
+    """Glue reads a rule's numbers as doubles: a text column's "0.5" lies between 0 and 1 and
+    "0.0" is 0 (Spark alone would read "0.5" as the whole number 0 beside 0, or compare "0.0" with
+    0 as text in a list)."""
+    monkeypatch.setattr(wap_etl, "transform",
+                        lambda df: df.selectExpr("id", "CAST(rate AS STRING) AS rate", "CAST(qty AS STRING) AS qty"))
+    rows = [{"id": 1, "rate": 0.5, "qty": 0.0}, {"id": 2, "rate": 5.5, "qty": 2.5}]
+    code, results = run_rows(wap, rows, 'Rules = [ ColumnValues "rate" not between 0 and 1, '
+                             'ColumnValues "qty" not in [0, 1], ColumnValues "rate" != 0, '
+                             'ColumnValues "rate" not between 0.1 and 0.2, ColumnValues "qty" != 2 ]')
+    assert code == 3
+    assert wap.spark.table(wap.sql).schema["rate"].dataType.simpleString() == "string"
+    failing = {name: r["failing_rows"] for name, r in results.items()}
+    assert failing == {'ColumnValues "rate" not between 0 and 1': 1, 'ColumnValues "qty" not in [0, 1]': 1,
+                       'ColumnValues "rate" != 0': 0, 'ColumnValues "rate" not between 0.1 and 0.2': 0,
+                       'ColumnValues "qty" != 2': 0}
+
+
+def test_matches_is_a_whole_value_match_without_a_final_line_break(wap, monkeypatch):
+    r"""Java's $ also matches before a final line break: "12345\n" is not five digits."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr(
+        "id", "concat(CAST(zip AS STRING), IF(id = 2, '\\n', '')) AS zip"))
+    rows = [{"id": 1, "zip": 12345}, {"id": 2, "zip": 12345}]
+    code, results = run_rows(wap, rows, r'Rules = [ ColumnValues "zip" matches "[0-9]{5}", '
+                             r'ColumnValues "zip" matches "^[0-9]{5}$", ColumnValues "zip" not matches "[0-9]{5}", '
+                             r'ColumnValues "zip" in ["12345"] ]')
+    assert code == 3
+    failing = {name: r["failing_rows"] for name, r in results.items()}
+    assert failing == {'ColumnValues "zip" matches "[0-9]{5}"': 1, 'ColumnValues "zip" matches "^[0-9]{5}$"': 1,
+                       'ColumnValues "zip" not matches "[0-9]{5}"': 1, 'ColumnValues "zip" in ["12345"]': 1}

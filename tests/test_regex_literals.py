@@ -72,6 +72,8 @@ def test_a_value_the_pattern_matches_outside_the_list_passes_as_the_regex_says(w
 
 def test_only_whole_value_alternations_of_literals_count_as_lists():
     lists = {p: wap_etl.accepted(wap_etl.Check(name="r", check="regex", column="c", pattern=p))
-             for p in ["^(EWR|JFK)$", "^(?:a b|c-d)$", "^abc$", "^a|b$", "^(a.b|c)$", "(a|b)", "^[ab]$", "^(a|)$"]}
+             for p in ["^(EWR|JFK)$", "^(?:a b|c-d)$", "^abc$", "^a|b$", "^(a.b|c)$", "(a|b)", "^[ab]$", "^(a|)$",
+                       r"^(?:EWR|JFK)\z", r"^abc\z", r"^(a|b)\Z"]}
     assert lists == {"^(EWR|JFK)$": ["EWR", "JFK"], "^(?:a b|c-d)$": ["a b", "c-d"], "^abc$": ["abc"],
-                     "^a|b$": None, "^(a.b|c)$": None, "(a|b)": None, "^[ab]$": None, "^(a|)$": None}
+                     "^a|b$": None, "^(a.b|c)$": None, "(a|b)": None, "^[ab]$": None, "^(a|)$": None,
+                     r"^(?:EWR|JFK)\z": ["EWR", "JFK"], r"^abc\z": ["abc"], r"^(a|b)\Z": None}
