@@ -3057,6 +3057,8 @@ def _column_values(rule):
     kinds = {a.kind for a in args}
     if {"num", "str"} <= kinds:  # the grammar's values (and lists) are numbers or strings
         raise _error(cond.tok, "compare with numbers or with strings, not both")
+    if "num" in kinds and kinds & {"empty", "blank"}:  # Spark would compare the list as text
+        raise _error(cond.tok, "a number is never EMPTY or WHITESPACES_ONLY: list numbers and NULL")
     if op == "matches":
         return {"check": "regex", "column": column, "pattern": _whole(args[0].value), "allow_null": False}
     if op in ("=", "in") and kinds <= {"num", "str", "empty", "null"} and kinds - {"null"}:
@@ -3068,7 +3070,17 @@ def _column_values(rule):
     if op in _RANGE_OPS and kinds <= {"num", "str"}:
         return {"check": "between", "column": column, "allow_null": False,
                 **_range(op, [a.value for a in args])}
-    return _row_outcome(column, op, _sql_condition(quote(column), op, args), "null" in kinds)
+    c = quote(column)
+    sql = _sql_condition(c, op, args)
+    if "num" in kinds and kinds <= {"num", "null"}:
+        # a text column's values are read as doubles, as `between` reads them: Spark alone would
+        # read "0.5" beside a whole number as one (0), and list "0.0" beside 0 as text. Any other
+        # column keeps the exact comparison (a double would round a decimal's digits); Spark
+        # folds typeof away, so one branch is left of the plan
+        text = _sql_condition(f"CAST({c} AS DOUBLE)", op, [a._replace(kind="double") if a.kind == "num" else a
+                                                            for a in args])
+        sql = f"CASE WHEN typeof({c}) = 'string' THEN {text} ELSE {sql} END"
+    return _row_outcome(column, op, sql, "null" in kinds)
 
 
 def _row_outcome(column, op, sql, null_listed=False):
@@ -3132,12 +3144,10 @@ def _sql_condition(lhs, op, args):
     values = [_sql_value(a) for a in args if a.kind not in ("null", "blank")]
     null = any(a.kind == "null" for a in args)
     blank = f"{lhs} RLIKE {_BLANK}" if any(a.kind == "blank" for a in args) else None
-    # Spark's IN compares a date or time column with a string, and a string column with a number,
-    # as text ("2024-01-01 00:00:00" is not "2024-01-01", "0.0" is not 0), where = and <> cast the
-    # string to the other side's type: dates and numbers are listed so
-    one_by_one = any(a.kind == "num" or a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
-    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if one_by_one
-             else f"{lhs} IN ({', '.join(values)})")
+    # Spark's IN compares a date or time column with a string as text ("2024-01-01 00:00:00" is
+    # not "2024-01-01"), where = and <> cast the string to the column's type: dates are listed so
+    dated = any(a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
+    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if dated else f"{lhs} IN ({', '.join(values)})")
     if op == "=" and values:
         return f"{lhs} = {values[0]}"
     if op in ("=", "in"):
@@ -3147,7 +3157,7 @@ def _sql_condition(lhs, op, args):
         return f"{lhs} <> {values[0]}"
     if op in ("!=", "not in"):
         return " AND ".join(([f"{lhs} IS NOT NULL"] if null else [])
-                            + ([f"NOT {among}" if one_by_one else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
+                            + ([f"NOT {among}" if dated else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
                             + ([f"NOT ({blank})"] if blank else []))
     if op == "not matches":
         return f"NOT ({lhs} RLIKE {_lit(_whole(args[0].value))})"
@@ -3161,11 +3171,10 @@ def _sql_condition(lhs, op, args):
 
 
 def _sql_value(val):
-    if val.kind == "num":  # a double, as Glue reads the number: text beside a whole number would
-        # read as one ("0.5" as 0) and beside a decimal as its precision (NULL for "5.5" beside
-        # 0.1); past 2^53 a bigint, exact (a double, as any long beside one, is exact below it)
-        big = isinstance(val.value, int) and abs(val.value) >= 2 ** 53
-        return dqdl_number(val.value) + ("L" if big else "D")
+    if val.kind == "num":  # a whole number as a bigint: text beside an int reads as an int, NULL past 2^31
+        return dqdl_number(val.value) + ("L" if isinstance(val.value, int) else "")
+    if val.kind == "double":  # beside a text column read as a double
+        return dqdl_number(val.value) + "D"
     if val.kind in ("str", "empty"):
         return _lit(val.value or "")
     if val.kind == "now":

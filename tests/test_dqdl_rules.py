@@ -367,6 +367,22 @@ def test_numbers_compare_with_a_text_column_as_numbers(wap, monkeypatch):
                        'ColumnValues "qty" != 2': 0}
 
 
+def test_numbers_compare_with_a_decimal_column_exactly(wap, monkeypatch):
+    """Only a text column's values are read as doubles: a decimal's 0.999999999999999999 is not 1."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr(
+        "id", "CAST(IF(id = 1, '0.999999999999999999', '1') AS DECIMAL(38,18)) AS d"))
+    code, results = run_rows(wap, [{"id": 1}, {"id": 2}], 'Rules = [ ColumnValues "d" not between 0 and 1, '
+                             'ColumnValues "d" != 1, ColumnValues "d" not in [1, 2] ]')
+    assert code == 3
+    failing = {name: r["failing_rows"] for name, r in results.items()}
+    assert failing == {'ColumnValues "d" not between 0 and 1': 1, 'ColumnValues "d" != 1': 1,
+                       'ColumnValues "d" not in [1, 2]': 1}
+
+
+def test_numbers_beside_empty_are_refused():
+    assert "never EMPTY" in error('Rules = [ ColumnValues "n" not in [5, EMPTY] ]')
+
+
 def test_matches_is_a_whole_value_match_without_a_final_line_break(wap, monkeypatch):
     r"""Java's $ also matches before a final line break: "12345\n" is not five digits."""
     monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr(
