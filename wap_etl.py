@@ -2196,7 +2196,8 @@ def first_line(error):
 
 _Token = namedtuple("Token", "kind text value start end line col")
 _Cond = namedtuple("Cond", "op args tok")     # op: "=", "!=", ">", ..., "between", "not in", ...
-_Val = namedtuple("Val", "kind value tok")    # kind: num str null empty blank now dur size
+# kind: num str null empty blank now dur size; exact: a number's own digits, where a float keeps fewer
+_Val = namedtuple("Val", "kind value tok exact", defaults=(None,))
 _Rule = namedtuple("Rule", "tok params cond where threshold tags record", defaults=({}, False))  # record: an analyzer
 
 _TOKEN = re.compile(r"""
@@ -2664,8 +2665,15 @@ class _Parser:
         if (tok.kind == "number" and not duration) or (tok.text == "-" and self.peek(1).kind == "number") \
                 or (tok.kind == "word" and self.at("(", ahead=1) and tok.text != "now") \
                 or (tok.text == "(" and not self.at("now", ahead=1)):
-            expr = self.number()
-            return _Val("num", expr[1], tok) if expr[0] == "num" else _Val("dyn", expr, tok)
+            start, expr = self.i, self.number()
+            if expr[0] != "num":
+                return _Val("dyn", expr, tok)
+            used = [t.text for t in self.tokens[start:self.i]]
+            exact = "".join(used) if used[-1:] and used[:-1] in ([], ["-"]) else None
+            # as a decimal of at most 38 digits, 18 after the point (beside a decimal(38,18) or a
+            # bigint column, wider would not fit Spark's common type: NULL, a failed row)
+            fits = exact and re.fullmatch(r"-?\d{1,20}(\.\d{1,18})?", exact)
+            return _Val("num", expr[1], tok, exact if fits else None)
         tok = self.take()
         word = tok.text.lower() if tok.kind == "word" else None
         if duration:
@@ -3060,11 +3068,10 @@ def _column_values(rule):
     if "num" in kinds and kinds & {"empty", "blank"}:  # Spark would compare the list as text
         raise _error(cond.tok, "a number is never EMPTY or WHITESPACES_ONLY: list numbers and NULL")
     if op == "matches":
-        return {"check": "regex", "column": column, "pattern": _whole(args[0].value), "allow_null": False}
-    if op in ("=", "in") and kinds <= {"num", "str", "empty", "null"} and kinds - {"null"}:
+        return {"check": "regex", "column": column, "pattern": _whole(args[0]), "allow_null": False}
+    if op in ("=", "in") and kinds <= {"num", "str", "null"} and kinds - {"null"}:  # EMPTY: as text, below
         return {"check": "accepted_values", "column": column, "allow_null": False,
-                "values": [None if a.kind == "null" else "" if a.kind == "empty" else a.value
-                           for a in args]}
+                "values": [None if a.kind == "null" else a.value for a in args]}
     if op == "!=" and kinds == {"null"}:
         return {"check": "not_null", "column": column}
     if op in _RANGE_OPS and kinds <= {"num", "str"}:
@@ -3100,7 +3107,7 @@ def _column_values_any_case(column, cond):
         raise _error(cond.tok, "ignoreCase goes with =, !=, in, not in, matches and not matches")
     if any(a.kind == "num" for a in cond.args):
         raise _error(cond.tok, "ignoreCase compares strings; a number has no case")
-    pattern = "(?iu)" + _whole(cond.args[0].value) if "matches" in cond.op else None
+    pattern = "(?iu)" + _whole(cond.args[0]) if "matches" in cond.op else None
     if cond.op == "matches":
         return {"check": "regex", "column": column, "pattern": pattern, "allow_null": False}
     if cond.op == "not matches":
@@ -3126,14 +3133,34 @@ def _time_of_day(a):
 def _anchored(pattern):
     """True if the pattern can only match whole values (a conservative test)."""
     return (pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")
-            and "|" not in pattern)
+            and "|" not in pattern and "\\Q" not in pattern)
 
 
-def _whole(pattern):
-    # Not spelled out in the docs, but their example (matches "[a-zA-Z]*") only makes sense as a
-    # whole-value match; Spark's RLIKE accepts partial matches, so the pattern is anchored. At
-    # \z: Java's $ also matches before a final line break ("12345\n" would match [0-9]{5}).
-    return pattern[:-1] + r"\z" if _anchored(pattern) else f"^(?:{pattern})\\z"
+def _quote_left_open(pattern):
+    """Whether a \\Q quote is still open at the pattern's end (Java quotes to the end), read as
+    Java reads it: an escaped character is skipped, \\E ends a quote."""
+    i, quoting = 0, False
+    while i < len(pattern):
+        if quoting:
+            quoting, i = (False, i + 2) if pattern.startswith("\\E", i) else (True, i + 1)
+        else:
+            quoting, i = (pattern.startswith("\\Q", i), i + 2) if pattern[i] == "\\" else (False, i + 1)
+    return quoting
+
+
+def _whole(val):
+    """The pattern as a whole-value match. Not spelled out in the docs, but their example (matches
+    "[a-zA-Z]*") only makes sense so; Spark's RLIKE accepts partial matches, so it is anchored, at
+    \\z: Java's $ also matches before a final line break ("12345\\n" would match [0-9]{5}). An
+    open \\Q is closed first (it would quote the anchor); a comments flag, whose # comment could
+    swallow the anchor, is refused."""
+    pattern = val.value
+    if re.search(r"(?<!\\)(?:\\\\)*\(\?[a-wyzA-Z]*x", pattern):
+        raise _error(val.tok, "the x (comments) flag is not supported in a pattern")
+    if _anchored(pattern):
+        return pattern[:-1] + r"\z"
+    close = "\\E" if _quote_left_open(pattern) else ""
+    return f"^(?:{pattern}{close})\\z"
 
 
 _BLANK = _lit(r"^\s+$")   # WHITESPACES_ONLY: one or more whitespace characters
@@ -3141,9 +3168,13 @@ _BLANK = _lit(r"^\s+$")   # WHITESPACES_ONLY: one or more whitespace characters
 
 def _sql_condition(lhs, op, args):
     """A Spark SQL condition for lhs <op> args, with DQDL's NULL/EMPTY/WHITESPACES_ONLY."""
-    values = [_sql_value(a) for a in args if a.kind not in ("null", "blank")]
+    values = [_sql_value(a) for a in args if a.kind not in ("null", "empty", "blank")]
     null = any(a.kind == "null" for a in args)
-    blank = f"{lhs} RLIKE {_BLANK}" if any(a.kind == "blank" for a in args) else None
+    # EMPTY and WHITESPACES_ONLY test the value as text: a date column beside '' would read it as
+    # a date (NULL), and that NULL would fail every row of a != or not in
+    kinds = {a.kind for a in args}
+    blanks = ([f"CAST({lhs} AS STRING) = ''"] if "empty" in kinds else []) + (
+        [f"{lhs} RLIKE {_BLANK}"] if "blank" in kinds else [])
     # Spark's IN compares a date or time column with a string as text ("2024-01-01 00:00:00" is
     # not "2024-01-01"), where = and <> cast the string to the column's type: dates are listed so
     dated = any(a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
@@ -3151,16 +3182,16 @@ def _sql_condition(lhs, op, args):
     if op == "=" and values:
         return f"{lhs} = {values[0]}"
     if op in ("=", "in"):
-        parts = ([among] if values else []) + ([f"{lhs} IS NULL"] if null else []) + ([blank] if blank else [])
+        parts = ([among] if values else []) + ([f"{lhs} IS NULL"] if null else []) + blanks
         return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
     if op == "!=" and values:
         return f"{lhs} <> {values[0]}"
     if op in ("!=", "not in"):
         return " AND ".join(([f"{lhs} IS NOT NULL"] if null else [])
                             + ([f"NOT {among}" if dated else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
-                            + ([f"NOT ({blank})"] if blank else []))
+                            + [f"NOT ({b})" for b in blanks])
     if op == "not matches":
-        return f"NOT ({lhs} RLIKE {_lit(_whole(args[0].value))})"
+        return f"NOT ({lhs} RLIKE {_lit(_whole(args[0]))})"
     if len(values) != len(args):
         raise _error(args[0].tok, f"NULL, EMPTY and WHITESPACES_ONLY cannot be used with {op}")
     if op == "between":
@@ -3171,8 +3202,9 @@ def _sql_condition(lhs, op, args):
 
 
 def _sql_value(val):
-    if val.kind == "num":  # a whole number as a bigint: text beside an int reads as an int, NULL past 2^31
-        return dqdl_number(val.value) + ("L" if isinstance(val.value, int) else "")
+    if val.kind == "num":  # a whole number as a bigint: text beside an int reads as an int, NULL past 2^31;
+        # a fraction as the decimal it was written as (a decimal column compares every digit)
+        return dqdl_number(val.value) + "L" if isinstance(val.value, int) else val.exact or dqdl_number(val.value)
     if val.kind == "double":  # beside a text column read as a double
         return dqdl_number(val.value) + "D"
     if val.kind in ("str", "empty"):
@@ -5953,8 +5985,14 @@ def metric_key(c):
     if c.check == "row_count" or c.query:
         stat = "row_count" if c.check == "row_count" else f"sql:{hashlib.sha1(c.query.encode()).hexdigest()[:12]}"
     key = (stat if c.check == "row_count" or c.query or c.stat in ("row_count", "column_count") else
-           f"{stat}:{','.join(x.lower() for x in c.columns or [c.column])}")
+           f"{stat}:{','.join(key_name(x) for x in c.columns or [c.column])}")
     return f"{key} where {c.where}" if c.where else key
+
+
+def key_name(name):
+    """A column or table name in a metric key: lower case, quoted if it holds a character the key
+    itself uses (columns "a,b" and "a", "b" must not share a history)."""
+    return name.lower() if re.fullmatch(r"[^,=:`]+", name) else quote(name.lower())
 
 
 MATCH_KINDS = ("row_count_match", "schema_match", "aggregate_match", "dataset_match")
@@ -5968,7 +6006,8 @@ def match_metric_key(c):
         return "aggregate_match:" + "/".join(str(replace(agg, reference=agg.table)).lower() for agg in c.aggregates)
     pairs = [zip(c.columns, c.to_columns), zip(c.match_columns or ["*"], c.to_match_columns or ["*"])] \
         if c.check == "dataset_match" else [zip(c.columns, c.to_columns)] if c.check == "relationship" else []
-    key = ":".join([c.check, c.to_table or c.reference] + [",".join(f"{x}={y}".lower() for x, y in p) for p in pairs])
+    key = ":".join([c.check, c.to_table or c.reference] + [",".join(f"{key_name(x)}={key_name(y)}" for x, y in p)
+                                                            for p in pairs])
     return f"{key} where {c.where}" if c.where else key  # a relationship's rows in scope
 
 

@@ -63,3 +63,13 @@ def test_an_anomaly_on_a_statistic_of_the_table_names_no_column():
         wap_etl.parse_checks([{"check": "anomaly", "metric": "column_count:amount"}])
     assert info.value.code == wap_etl.EXIT_BAD_INPUT and "metric column_count takes no column" in str(info.value)
     assert wap_etl.parse_checks([{"check": "anomaly", "metric": "column_count"}])[0].stat == "column_count"
+
+
+def test_a_column_name_with_a_comma_keeps_a_history_of_its_own():
+    one, two = parse_checks([{"check": "stat", "stat": "distinct_count", "columns": ["a,b"], "min": 1},
+                             {"check": "stat", "stat": "distinct_count", "columns": ["a", "b"], "min": 1}])
+    assert wap_etl.metric_key(one) == "distinct_count:`a,b`" and wap_etl.metric_key(two) == "distinct_count:a,b"
+    pairs = wap_etl.parse_dqdl('Rules = [ ReferentialIntegrity "a=b" "ns.ref.{c}" = 1.0, '
+                               'ReferentialIntegrity "a" "ns.ref.{b=c}" = 1.0 ]')
+    keys = {wap_etl.metric_key(c) for c in parse_checks(pairs)}
+    assert len(keys) == 2, keys

@@ -77,8 +77,9 @@ def test_column_values_in():
         "check": "accepted_values", "column": "status", "values": ["new", "paid"], "allow_null": False}
     assert one('ColumnValues "n" in [1, 2, 3.5, NULL]') == {
         "check": "accepted_values", "column": "n", "values": [1, 2, 3.5, None], "allow_null": False}
+    # EMPTY tests the value as text (a date or a number is never EMPTY)
     assert one('ColumnValues "c" in ["a", EMPTY]') == {
-        "check": "accepted_values", "column": "c", "values": ["a", ""], "allow_null": False}
+        "check": "expression", "expr": "coalesce(`c` IS NOT NULL AND ((`c` IN ('a') OR CAST(`c` AS STRING) = '')), false)"}
 
 
 def test_column_values_in_with_whitespaces_only_is_an_expression():
@@ -107,7 +108,7 @@ def test_column_values_equal_and_not_equal():
     assert one('ColumnValues "c" != NULL') == {"check": "not_null", "column": "c"}
     assert one('ColumnValues "c" = NULL') == {"check": "expression", "expr": "coalesce(`c` IS NULL, false)"}
     assert one('ColumnValues "c" = EMPTY') == {
-        "check": "accepted_values", "column": "c", "values": [""], "allow_null": False}
+        "check": "expression", "expr": "coalesce(`c` IS NOT NULL AND (CAST(`c` AS STRING) = ''), false)"}
 
 
 def test_column_values_between_is_exclusive():

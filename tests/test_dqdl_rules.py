@@ -372,11 +372,41 @@ def test_numbers_compare_with_a_decimal_column_exactly(wap, monkeypatch):
     monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr(
         "id", "CAST(IF(id = 1, '0.999999999999999999', '1') AS DECIMAL(38,18)) AS d"))
     code, results = run_rows(wap, [{"id": 1}, {"id": 2}], 'Rules = [ ColumnValues "d" not between 0 and 1, '
-                             'ColumnValues "d" != 1, ColumnValues "d" not in [1, 2] ]')
+                             'ColumnValues "d" != 1, ColumnValues "d" not in [1, 2], '
+                             'ColumnValues "d" not in [0.999999999999999999, 1] ]')
     assert code == 3
     failing = {name: r["failing_rows"] for name, r in results.items()}
     assert failing == {'ColumnValues "d" not between 0 and 1': 1, 'ColumnValues "d" != 1': 1,
-                       'ColumnValues "d" not in [1, 2]': 1}
+                       'ColumnValues "d" not in [1, 2]': 1, 'ColumnValues "d" not in [0.999999999999999999, 1]': 2}
+
+
+def test_empty_on_a_date_column_is_compared_as_text(wap, monkeypatch):
+    """A date is never EMPTY: != EMPTY passes every date, not in [a date, EMPTY] fails only that date."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr("id", "date_add(DATE'2024-01-01', id) AS d"))
+    code, results = run_rows(wap, [{"id": 0}, {"id": 1}], 'Rules = [ ColumnValues "d" != EMPTY, '
+                             'ColumnValues "d" not in ["2024-01-01", EMPTY], ColumnValues "d" in ["2024-01-02", EMPTY] ]')
+    assert code == 3
+    failing = {name: r["failing_rows"] for name, r in results.items()}
+    assert failing == {'ColumnValues "d" != EMPTY': 0, 'ColumnValues "d" not in ["2024-01-01", EMPTY]': 1,
+                       'ColumnValues "d" in ["2024-01-02", EMPTY]': 1}
+
+
+def test_matches_closes_an_open_quote_before_the_anchor(wap, monkeypatch):
+    r"""An open \Q quotes to the pattern's end: it must not swallow the anchor that makes the match whole."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr("id", "IF(id = 1, 'price$', 'price$x') AS p"))
+    code, results = run_rows(wap, [{"id": 1}, {"id": 2}], r'Rules = [ ColumnValues "p" matches "^\Qprice$", '
+                             r'ColumnValues "p" matches "\Qprice$", ColumnValues "p" not matches "\Qprice$" ]')
+    assert code == 3
+    assert {name: r["failing_rows"] for name, r in results.items()} == {
+        r'ColumnValues "p" matches "^\Qprice$"': 1, r'ColumnValues "p" matches "\Qprice$"': 1,
+        r'ColumnValues "p" not matches "\Qprice$"': 1}
+
+
+def test_a_pattern_with_the_comments_flag_is_refused():
+    """A (?x) comment could swallow the anchor: refused, whatever the flag's scope."""
+    for rule in ('ColumnValues "c" matches "(?x) abc # letters"', 'ColumnValues "c" not matches "(?x: [a-z]+ )@x"',
+                 'ColumnValues "c" matches "(?ix)abc" with ignoreCase = "true"'):
+        assert "comments" in error(f"Rules = [ {rule} ]")
 
 
 def test_numbers_beside_empty_are_refused():
