@@ -350,7 +350,7 @@ def parse_number(name, value, kind, minimum, maximum=None):
 
 def parse_json_param(name, text, kind):
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_float=Written)
     except ValueError as e:
         raise bad_input(f"--{name}: not valid JSON ({e})") from None
     kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -1026,6 +1026,16 @@ def is_number(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return isinstance(value, int) or math.isfinite(value)
+
+
+class Written(float):
+    """A number with a fraction, as a float that keeps the digits it was written with (a check's
+    bound beside a decimal column compares by them: 0.999999999999999999 is no double)."""
+
+    def __new__(cls, text):
+        number = super().__new__(cls, text)
+        number.text = str(text)
+        return number
 
 
 MAX_LOOKBACK = 10_000  # published runs a volume or anomaly check compares with
@@ -1721,11 +1731,35 @@ def valid_bounds(v, c, label):
                         for x in (c.min, c.max))                              # a larger one stays exact, as a bigint)
     if c.check == "between" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType)):
         c.min, c.max = (spark_timestamp_text(x) for x in (c.min, c.max))
+    if isinstance(v.dtype(c), T.DecimalType):  # each bound is compared alone; a list, as one type
+        if c.check == "between":
+            c.min, c.max = (decimal_literals(v.dtype(c), [x])[0] for x in (c.min, c.max))
+        else:
+            c.values = decimal_literals(v.dtype(c), c.values)
     if c.check == "accepted_values" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType, T.DateType)):
         # Spark's IN compares a time with a string as text ("2024-01-01 00:00:00" is not
         # "2024-01-01"): the values are cast to the column's type instead (not part of the spec)
         c.values_as = v.dtype(c).simpleString()
     v.conditions.append((c, label))
+
+
+def decimal_literals(dtype, values):
+    """Fractions beside a decimal column as the decimals they were written as: Spark would compare
+    the column as a double (1.000000000000000001 is not above a bound of 1.0 there). Only where
+    Spark's common type of the column and all of them holds every one (else the doubles, as
+    before: a value that does not fit the common type would compare as NULL)."""
+    exact = [Decimal(getattr(x, "text", None) or repr(x)) if isinstance(x, float) and math.isfinite(x) else x
+             for x in values]
+    exact = [Decimal(int(x)) if isinstance(x, Decimal) and x.as_tuple().exponent > 0 else x
+             for x in exact]  # 1E+2 as 100: Spark takes no negative scale
+    whole, scale = dtype.precision - dtype.scale, dtype.scale
+    for x in exact:
+        if isinstance(x, Decimal):
+            _, digits, exponent = x.as_tuple()
+            whole, scale = max(whole, len(digits) + exponent), max(scale, -exponent)
+        elif is_number(x):
+            whole = max(whole, 20)  # a whole number: a bigint, decimal(20,0)
+    return exact if whole + scale <= 38 else values
 
 
 def accepted_literals(F, c):
@@ -2131,7 +2165,7 @@ def check_bound_types(c, label, dtype):
     from pyspark.sql import types as T
     values = [v for v in ([c.min, c.max] if c.check == "between" else c.values) if v is not None]
     if isinstance(dtype, T.NumericType):
-        kind, ok = "a number", is_number
+        kind, ok = "a number", lambda v: is_number(v) or isinstance(v, Decimal)
     elif isinstance(dtype, T.DateType):
         kind, ok = "an ISO date (YYYY-MM-DD)", lambda v: (isinstance(v, str) and ISO_DATE.match(v)
                                                          and parses(date.fromisoformat, v))
@@ -2196,8 +2230,7 @@ def first_line(error):
 
 _Token = namedtuple("Token", "kind text value start end line col")
 _Cond = namedtuple("Cond", "op args tok")     # op: "=", "!=", ">", ..., "between", "not in", ...
-# kind: num str null empty blank now dur size; exact: a number's own digits, where a float keeps fewer
-_Val = namedtuple("Val", "kind value tok exact", defaults=(None,))
+_Val = namedtuple("Val", "kind value tok")    # kind: num str null empty blank now dur size
 _Rule = namedtuple("Rule", "tok params cond where threshold tags record", defaults=({}, False))  # record: an analyzer
 
 _TOKEN = re.compile(r"""
@@ -2248,7 +2281,7 @@ def _tokenize(text):
         if kind == "number":
             if not re.fullmatch(r"\d+(\.\d+)?", raw):
                 raise _error(token(kind, pos, m.end()), f"bad number {raw!r}")
-            value = float(raw) if "." in raw else int(raw)
+            value = Written(raw) if "." in raw else int(raw)
             if not is_literal_number(value):
                 raise _error(token(kind, pos, m.end()), f"number out of range {raw[:24]!r}")
             tokens.append(token(kind, pos, m.end(), value))
@@ -2665,15 +2698,8 @@ class _Parser:
         if (tok.kind == "number" and not duration) or (tok.text == "-" and self.peek(1).kind == "number") \
                 or (tok.kind == "word" and self.at("(", ahead=1) and tok.text != "now") \
                 or (tok.text == "(" and not self.at("now", ahead=1)):
-            start, expr = self.i, self.number()
-            if expr[0] != "num":
-                return _Val("dyn", expr, tok)
-            used = [t.text for t in self.tokens[start:self.i]]
-            exact = "".join(used) if used[-1:] and used[:-1] in ([], ["-"]) else None
-            # as a decimal of at most 38 digits, 18 after the point (beside a decimal(38,18) or a
-            # bigint column, wider would not fit Spark's common type: NULL, a failed row)
-            fits = exact and re.fullmatch(r"-?\d{1,20}(\.\d{1,18})?", exact)
-            return _Val("num", expr[1], tok, exact if fits else None)
+            expr = self.number()
+            return _Val("num", expr[1], tok) if expr[0] == "num" else _Val("dyn", expr, tok)
         tok = self.take()
         word = tok.text.lower() if tok.kind == "word" else None
         if duration:
@@ -2735,7 +2761,8 @@ class _Parser:
     def factor(self):
         tok = self.take()
         if tok.text == "-" and self.peek().kind == "number":
-            return "num", -self.take().value
+            value = self.take().value
+            return "num", Written("-" + value.text) if isinstance(value, Written) else -value
         if tok.kind == "number":
             return "num", tok.value
         if tok.text == "(":
@@ -2896,6 +2923,8 @@ def dqdl_number(value):
     """A number as text without exponent (DQDL has none; Spark reads either)."""
     if not is_number(value):
         raise ValueError(f"not a finite number: {value!r}")
+    if isinstance(value, Written) and re.fullmatch(r"-?\d+(\.\d+)?", value.text):
+        return value.text  # the digits as written
     return str(value) if isinstance(value, int) else format(Decimal(repr(value)), "f")
 
 
@@ -3203,8 +3232,13 @@ def _sql_condition(lhs, op, args):
 
 def _sql_value(val):
     if val.kind == "num":  # a whole number as a bigint: text beside an int reads as an int, NULL past 2^31;
-        # a fraction as the decimal it was written as (a decimal column compares every digit)
-        return dqdl_number(val.value) + "L" if isinstance(val.value, int) else val.exact or dqdl_number(val.value)
+        # a fraction as the decimal it was written as (a decimal column compares every digit), up
+        # to 18 decimals and 20 whole digits: beside a decimal(38,18) or bigint column, a wider one
+        # would not fit Spark's common type (NULL: a failed row)
+        written = getattr(val.value, "text", "")
+        if isinstance(val.value, int):
+            return dqdl_number(val.value) + "L"
+        return written if re.fullmatch(r"-?\d{1,20}(\.\d{1,18})?", written) else dqdl_number(float(val.value))
     if val.kind == "double":  # beside a text column read as a double
         return dqdl_number(val.value) + "D"
     if val.kind in ("str", "empty"):
@@ -5830,8 +5864,9 @@ def failing_rows_condition(c):
 
 
 def undecided_fails(F, c, violation):
-    """A value a between cannot decide fails ('abc' against a number bound of a string column:
-    Spark's comparison is NULL); a NULL value stays NULL, for allow_null to decide."""
+    """A value a between or accepted_values cannot decide fails ('abc' against a number bound of a
+    string column, or a literal its common type with the column cannot hold: Spark's comparison is
+    NULL); a NULL value stays NULL, for allow_null to decide."""
     return F.when(col(c.column).isNotNull(), F.coalesce(violation, F.lit(True)))
 
 
@@ -6471,7 +6506,7 @@ def literal_bound(column, value, zone, exclusive=False):
     with the column (a date's days, a timestamp's microseconds in UTC, a string's UTF-8 bytes)."""
     kind = column.type
     if kind in NUMBER_KINDS or kind.startswith("decimal"):
-        if is_number(value) and (not exclusive or spark_compares_exactly(kind, value)):
+        if (is_number(value) or isinstance(value, Decimal)) and (not exclusive or spark_compares_exactly(kind, value)):
             return value  # exact: where Spark rounds one side, it rounds monotonically (< may become =)
     elif kind == "string" and isinstance(value, str):
         return value.encode("utf-8")
@@ -6487,13 +6522,16 @@ def literal_bound(column, value, zone, exclusive=False):
         if moment.tzinfo is None:  # a local time: as is for a column without a zone, else the session's
             local = (moment - EPOCH_NAIVE) // MICROSECOND
             return local if kind == "timestamp" else zone.instant(local)
-    raise NotProvable(f"{json.dumps(value)} against a {kind} column")
+    raise NotProvable(f"{json.dumps(value, default=str)} against a {kind} column")
 
 
 def spark_compares_exactly(kind, value):
     """Whether Spark compares a column of this kind with this number without rounding either:
     an int with an int, decimal or long column, or one a float or double holds exactly; a float
-    with a float, double or int column (a long or decimal column is cast to double)."""
+    with a float, double or int column (a long or decimal column is cast to double); a decimal
+    with a decimal column."""
+    if isinstance(value, Decimal):
+        return kind.startswith("decimal")
     if isinstance(value, int):
         return (kind in ("int", "long") or kind.startswith("decimal")
                 or (kind == "double" and float(value) == value)
@@ -7613,7 +7651,8 @@ KINDS = {
     "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between,
                         lambda F, c: undecided_fails(F, c, outside_range(c)), valid_bounds),
     "accepted_values": row_kind(({"column", "values"}, {"allow_null"}), parse_accepted_values,
-                                lambda F, c: ~col(c.column).isin(accepted_literals(F, c)), valid_bounds),
+                                lambda F, c: undecided_fails(F, c, ~col(c.column).isin(accepted_literals(F, c))),
+                                valid_bounds),
     "regex": row_kind(({"column", "pattern"}, {"allow_null"}), parse_pattern,
                       lambda F, c: ~col(c.column).rlike(c.pattern), valid_regex),
     "expression": row_kind(({"expr"}, set()), parse_expression, lambda F, c: ~F.expr(c.expr), valid_expression),
@@ -9302,15 +9341,21 @@ def profile_checks(df):
             specs.append({"check": "accepted_values", "column": name, "values": values})
         elif isinstance(f.dataType, measurable) and not isinstance(f.dataType, T.StringType):
             low, high = (row[f"lo{i}"], row[f"hi{i}"])
-            low, high = (None, None) if low is None else (plain_number(low), plain_number(high))
+            low, high = (None, None) if low is None else (plain_number(low, -1), plain_number(high, 1))
             if is_number(low) and is_number(high):
                 specs.append({"check": "between", "column": name, "min": low, "max": high})
     return specs
 
 
-def plain_number(value):
-    """A Spark number as JSON can hold it (decimals as floats)."""
-    return value if isinstance(value, int) else float(value)
+def plain_number(value, outward=0):
+    """A Spark number as JSON can hold it (decimals as floats), for a lower bound (outward -1) or an
+    upper one (+1) the nearest float on that side of it: a decimal column compares by the digits."""
+    if isinstance(value, int):
+        return value
+    number = float(value)
+    if isinstance(value, Decimal) and outward and (Decimal(repr(number)) - value) * outward < 0:
+        number = math.nextafter(number, math.inf * outward)
+    return number
 
 
 # =================================================================================================

@@ -667,6 +667,16 @@ def test_suggest_format_dqdl_prints_a_ruleset_that_passes(wap, capsys):
     assert 'IsUnique "id"' in {c["name"] for c in report.checks}
 
 
+@pytest.mark.parametrize("fmt", ["json", "dqdl"])
+def test_suggested_bounds_of_a_decimal_column_hold_its_own_values(wap, capsys, monkeypatch, fmt):
+    """A decimal's 0.299999999999999999 is no double: the suggested bounds lie outside it, not at 0.3."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr(
+        "id", "CAST(IF(id = 1, '0.299999999999999999', '1234567890.123456789100000001') AS DECIMAL(38,18)) AS d"))
+    checks = suggest(wap, capsys, [{"id": 1}, {"id": 2}], fmt)
+    code, report = wap.run([{"id": 1}, {"id": 2}], checks=checks)
+    assert code == 0, [c for c in report.checks if not c["passed"]]
+
+
 def test_suggest_checks_refuses_a_malformed_json_record_as_a_run_would(wap, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"id": 1}\n{"id": 2, "amount"\n{"id": 3}\n')

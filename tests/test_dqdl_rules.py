@@ -409,6 +409,46 @@ def test_a_pattern_with_the_comments_flag_is_refused():
         assert "comments" in error(f"Rules = [ {rule} ]")
 
 
+DECIMALS = "CAST(IF(id = 1, '0.999999999999999999', '1') AS DECIMAL(38,18)) AS d"
+
+
+def test_bounds_compare_with_a_decimal_column_by_the_digits_written(wap, monkeypatch):
+    """A bound of 18 decimals is no double: 1 is above 0.999999999999999999 (JSON checks and DQDL alike)."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr("id", DECIMALS))
+    code, report = wap.run([{"id": 1}, {"id": 2}], checks='[{"check": "between", "column": "d", "max": 0.999999999999999999}, '
+                           '{"check": "accepted_values", "column": "d", "values": [0.999999999999999999], "name": "in"}]')
+    assert code == 3
+    assert [r["failing_rows"] for r in report.checks] == [1, 1]
+    code, results = run_rows(wap, [{"id": 1}, {"id": 2}], 'Rules = [ ColumnValues "d" <= 0.999999999999999999, '
+                             'ColumnValues "d" = 0.999999999999999999, ColumnValues "d" between 0 and 0.999999999999999999 ]')
+    assert code == 3
+    assert {name: r["failing_rows"] for name, r in results.items()} == {
+        'ColumnValues "d" <= 0.999999999999999999': 1, 'ColumnValues "d" = 0.999999999999999999': 1,
+        'ColumnValues "d" between 0 and 0.999999999999999999': 2}
+
+
+def test_accepted_decimals_too_wide_for_one_type_still_fail_other_values(wap, monkeypatch):
+    """Spark compares an IN list as one type: values that fit the column one by one but not all
+    together must not turn the test into NULL (a row passing unseen)."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr("id", "CAST(id * 5 AS DECIMAL(10,2)) AS d"))
+    code, report = wap.run([{"id": 1}, {"id": 2}], checks='[{"check": "accepted_values", "column": "d", '
+                           '"values": [5, 99999999999.5, 0.1234567890123456789012345678]}]')
+    assert code == 3 and report.checks[0]["failing_rows"] == 1
+
+
+def test_a_decimal_bound_proven_from_file_bounds_agrees_with_the_scan(wap, monkeypatch):
+    """The files' bounds decide a decimal bound by its digits, as the scan does: at most
+    0.999999999999999999 is proven, and 1 against it is found."""
+    monkeypatch.setattr(wap_etl, "SMALL_BATCH_ROWS", 0)  # a large batch's audit: metadata first
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr("id", DECIMALS))
+    check = '[{"check": "between", "column": "d", "max": 0.999999999999999999}]'
+    code, report = wap.run([{"id": 1}], checks=check)
+    assert code == 0, report.error
+    assert report.checks[0]["decided_by"] == "metadata" and report.checks[0]["failing_rows"] == 0
+    code, report = wap.run([{"id": 2}], checks=check)
+    assert code == 3 and report.checks[0]["failing_rows"] == 1 and report.checks[0]["decided_by"] != "metadata"
+
+
 def test_numbers_beside_empty_are_refused():
     assert "never EMPTY" in error('Rules = [ ColumnValues "n" not in [5, EMPTY] ]')
 
