@@ -1757,8 +1757,8 @@ def decimal_literals(dtype, values):
         if isinstance(x, Decimal):
             _, digits, exponent = x.as_tuple()
             whole, scale = max(whole, len(digits) + exponent), max(scale, -exponent)
-        elif is_number(x):
-            whole = max(whole, 20)  # a whole number: a bigint, decimal(20,0)
+        elif is_number(x):  # a whole number: an int, decimal(10,0), or a bigint, decimal(20,0)
+            whole = max(whole, 10 if -2 ** 31 <= x < 2 ** 31 else 20)
     return exact if whole + scale <= 38 else values
 
 
@@ -2925,7 +2925,10 @@ def dqdl_number(value):
         raise ValueError(f"not a finite number: {value!r}")
     if isinstance(value, Written) and re.fullmatch(r"-?\d+(\.\d+)?", value.text):
         return value.text  # the digits as written
-    return str(value) if isinstance(value, int) else format(Decimal(repr(value)), "f")
+    if isinstance(value, int):
+        return str(value)
+    text = format(Decimal(repr(value)), "f")
+    return text if "." in text else text + ".0"  # 1.2e+28 read back as a fraction, not a (too long) int
 
 
 def _complement(x):

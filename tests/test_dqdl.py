@@ -677,6 +677,12 @@ def test_suggested_bounds_of_a_decimal_column_hold_its_own_values(wap, capsys, m
     assert code == 0, [c for c in report.checks if not c["passed"]]
 
 
+def test_a_suggested_bound_past_a_long_reads_back_as_a_number():
+    text = wap_etl.to_dqdl([{"check": "between", "column": "d", "min": -9.3e18, "max": 1.2345678901234568e+28}])
+    low, high = parse_dqdl(text)
+    assert (low["min"], high["max"]) == (-9.3e18, 1.2345678901234568e+28), text
+
+
 def test_suggest_checks_refuses_a_malformed_json_record_as_a_run_would(wap, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"id": 1}\n{"id": 2, "amount"\n{"id": 3}\n')

@@ -436,6 +436,14 @@ def test_accepted_decimals_too_wide_for_one_type_still_fail_other_values(wap, mo
     assert code == 3 and report.checks[0]["failing_rows"] == 1
 
 
+def test_a_small_whole_number_in_the_list_keeps_the_decimals_exact(wap, monkeypatch):
+    """1 is an int literal (10 digits): beside decimal(38,19) the list still holds every digit."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr(
+        "id", "CAST(IF(id = 1, '0.5000000000000000001', '1') AS DECIMAL(38,19)) AS d"))
+    code, report = wap.run([{"id": 1}, {"id": 2}], checks='[{"check": "accepted_values", "column": "d", "values": [1, 0.5]}]')
+    assert code == 3 and report.checks[0]["failing_rows"] == 1
+
+
 def test_a_decimal_bound_proven_from_file_bounds_agrees_with_the_scan(wap, monkeypatch):
     """The files' bounds decide a decimal bound by its digits, as the scan does: at most
     0.999999999999999999 is proven, and 1 against it is found."""
