@@ -356,7 +356,8 @@ def parse_json_param(name, text, kind):
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds):
         names = " or ".join({"dict": "object"}.get(k.__name__, k.__name__) for k in kinds)
-        raise bad_input(f"--{name}: expected a JSON {names}, got {type(value).__name__}")
+        got = "float" if isinstance(value, Written) else type(value).__name__
+        raise bad_input(f"--{name}: expected a JSON {names}, got {got}")
     return value
 
 
@@ -1746,8 +1747,9 @@ def valid_bounds(v, c, label):
 def decimal_literals(dtype, values):
     """Fractions beside a decimal column as the decimals they were written as: Spark would compare
     the column as a double (1.000000000000000001 is not above a bound of 1.0 there). Only where
-    Spark's common type of the column and all of them holds every one (else the doubles, as
-    before: a value that does not fit the common type would compare as NULL)."""
+    Spark's common type of the column and all of them holds every one; else doubles, whole
+    numbers too (a value that does not fit the common type would compare as NULL: 10^18 beside
+    decimal(38,20), whose common type keeps 18 whole digits)."""
     exact = [Decimal(getattr(x, "text", None) or repr(x)) if isinstance(x, float) and math.isfinite(x) else x
              for x in values]
     exact = [Decimal(int(x)) if isinstance(x, Decimal) and x.as_tuple().exponent > 0 else x
@@ -1759,7 +1761,7 @@ def decimal_literals(dtype, values):
             whole, scale = max(whole, len(digits) + exponent), max(scale, -exponent)
         elif is_number(x):  # a whole number: an int, decimal(10,0), or a bigint, decimal(20,0)
             whole = max(whole, 10 if -2 ** 31 <= x < 2 ** 31 else 20)
-    return exact if whole + scale <= 38 else values
+    return exact if whole + scale <= 38 else [float(x) if is_number(x) else x for x in values]
 
 
 def accepted_literals(F, c):

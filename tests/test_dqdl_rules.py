@@ -444,6 +444,15 @@ def test_a_small_whole_number_in_the_list_keeps_the_decimals_exact(wap, monkeypa
     assert code == 3 and report.checks[0]["failing_rows"] == 1
 
 
+def test_a_whole_bound_too_wide_for_a_decimal_column_compares_as_a_double(wap, monkeypatch):
+    """10^18 beside decimal(38,20): their common type keeps 18 whole digits, so the literal would
+    be NULL and every row would fail; it is compared as a double, as the metadata proof reads it."""
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.selectExpr("id", "CAST(id AS DECIMAL(38,20)) AS d"))
+    code, report = wap.run([{"id": 1}, {"id": 2}], checks='[{"check": "between", "column": "d", "max": 1000000000000000000}, '
+                           '{"check": "accepted_values", "column": "d", "values": [1, 2, 1000000000000000000]}]')
+    assert code == 0, report.checks
+
+
 def test_a_decimal_bound_proven_from_file_bounds_agrees_with_the_scan(wap, monkeypatch):
     """The files' bounds decide a decimal bound by its digits, as the scan does: at most
     0.999999999999999999 is proven, and 1 against it is found."""

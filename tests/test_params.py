@@ -144,3 +144,9 @@ def test_cli_runs_end_to_end_in_a_subprocess(tmp_path):
     usage = subprocess.run(base + ["--source_path", str(src), "--table", "nodot"],
                            capture_output=True, text=True, env=env, timeout=300)
     assert usage.returncode == 2 and "--table" in usage.stderr
+
+
+def test_a_number_where_a_json_object_goes_is_named_a_float():
+    with pytest.raises(wap_etl.WapError) as info:
+        wap_etl.parse_json_param("source_options", "1.5", dict)
+    assert info.value.code == 2 and str(info.value).endswith("got float")
