@@ -1761,7 +1761,8 @@ def decimal_literals(dtype, values):
             whole, scale = max(whole, len(digits) + exponent), max(scale, -exponent)
         elif is_number(x):  # a whole number: an int, decimal(10,0), or a bigint, decimal(20,0)
             whole = max(whole, 10 if -2 ** 31 <= x < 2 ** 31 else 20)
-    return exact if whole + scale <= 38 else [float(x) if is_number(x) else x for x in values]
+    # (a whole number a double cannot hold stays as it is: its rounding could pass a value past it)
+    return exact if whole + scale <= 38 else [float(x) if is_number(x) and float(x) == x else x for x in values]
 
 
 def accepted_literals(F, c):
