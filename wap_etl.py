@@ -3247,8 +3247,8 @@ def _sql_value(val):
         return written if re.fullmatch(r"-?\d{1,20}(\.\d{1,18})?", written) else dqdl_number(float(val.value))
     if val.kind == "double":  # beside a text column read as a double
         return dqdl_number(val.value) + "D"
-    if val.kind in ("str", "empty"):
-        return _lit(val.value or "")
+    if val.kind == "str":  # (EMPTY and WHITESPACES_ONLY are tests of their own: _sql_condition)
+        return _lit(val.value)
     if val.kind == "now":
         return val.value
     raise _error(val.tok, f"{_describe(val.tok)} cannot be used here")
