@@ -4713,6 +4713,8 @@ class Ledger:
         self.table_uuid = table_uuid
         self.metrics = metrics  # whether the consumed rows carry their metrics (Check.reads_metrics)
         self._published = None
+        self._index = None  # RecordIndex of the consumed rows as read (index())
+        self._newest = None  # the consumed rows, newest finished first (recent)
         self._consumed = None
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
         self._read_at = None  # the ledger's snapshot id the consumed rows were read at (or after)
@@ -4863,20 +4865,27 @@ class Ledger:
         """Every run the ledger records as having consumed its input (published, or every row
         quarantined), as Marks, read once per run."""
         if self._published is None:
-            self._published = []
-            seen = set()
+            published, seen = [], set()  # kept only once whole: a read that fails is not "none"
             for r in self.consumed():  # a run's own row and a row completed for it by another run
                 if r["run_id"] not in seen:
                     seen.add(r["run_id"])
                     quarantined = r["status"] == "quarantined"  # main_snapshot_after: main as it was
-                    self._published.append(Mark(
+                    published.append(Mark(
                         None if quarantined else r["main_snapshot_after"],
                         None if quarantined else r["main_snapshot_before"], 0, r["batch_id"],
-                        r["run_id"], tuple(normalize_path(f) for f in r["input_files"] or ()),
+                        r["run_id"], tuple(map(normalize_path, r["input_files"] or ())),
                         file_ids=tuple(r.get("input_file_ids") or ()),  # none in older ledgers
                         input_fingerprint=r["input_fingerprint"], status=r["status"],
                         recorded=r["status"] != "unaudited"))
+            self._published = published
         return self._published
+
+    def index(self):
+        """The look-ups every decision makes of the consumed rows, built once per read: over a
+        long ledger, building them again at each decision cost more than the decision."""
+        if self._index is None:
+            self._index = RecordIndex.of(self.published())
+        return self._index
 
     def audited(self, snapshot_ids):
         """Which of these snapshots a run of this table staged and audited with every blocking
@@ -4892,11 +4901,10 @@ class Ledger:
         """{snapshot id: Mark} of every publish this job recorded: the ledger's, and the table's
         last-publish property (set by the publish's own commit), to carry main's ancestry past
         expired snapshots."""
-        known = {m.snapshot_id: m for m in self.published()
-                 if m.status == "published" and m.snapshot_id is not None}
+        known = self.index().publishes  # shared: callers only read it
         last = last_publish(metadata) if metadata is not None else None
-        if last is not None:
-            known.setdefault(last.snapshot_id, last)
+        if last is not None and last.snapshot_id not in known:
+            known = {**known, last.snapshot_id: last}
         return known
 
     def catch_up(self, last):
@@ -4904,12 +4912,13 @@ class Ledger:
         property) is not among the rows read: it came after them, and so may others of which the
         property no longer speaks (each was recorded before the next overwrote it). Once per mark."""
         if (last is not None and last.run_id != self._caught_up
-                and last.run_id not in {m.run_id for m in self.published()}):
+                and last.run_id not in self.index().runs):
             self._caught_up = last.run_id
             self.forget()
 
     def forget(self):
-        self._published = self._consumed = self._prefetch = self._gone_for = None
+        self._published = self._index = self._newest = self._consumed = self._prefetch = None
+        self._gone_for = None
 
     def decided_gone(self, gone, main):
         """The runs whose publish `main` (main's snapshot id) does not hold, of the rows read now."""
@@ -4925,8 +4934,10 @@ class Ledger:
         table's consumers, and a rerun of the batch is not to be compared with itself); any other
         status is read from the table."""
         if status is Status.PUBLISHED:
+            if self._newest is None:  # sorted once per read, however many checks ask
+                self._newest = sorted(self.consumed(), key=finished_first, reverse=True)
             newest = {}
-            for r in sorted(self.consumed(), key=finished_first, reverse=True):
+            for r in self._newest:
                 if r["status"] == str(status) and r["run_id"] not in self.gone:
                     # a run's own row over one another run completed for it (no metrics), even if later
                     if r["run_id"] not in newest or r.get("metrics") and not newest[r["run_id"]].get("metrics"):
@@ -5080,8 +5091,7 @@ class Ledger:
         ledger write failed), at once and from what main remembers of them. Idempotent: a run that
         also records itself leaves two rows of one run, and readers take one per run."""
         def missing():
-            runs = {m.run_id for m in self.published()}
-            snapshots = {m.snapshot_id for m in self.published()}
+            runs, snapshots = self.index().runs, self.index().snapshots
             return [m for m in marks if m.batch_id is not None and m.run_id not in runs
                     and (m.snapshot_id is None or m.snapshot_id not in snapshots)]
         if missing():
@@ -5153,6 +5163,27 @@ def epoch_micros(value):
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise NotRepresentable(f"{value!r:.40} is not a zoned datetime")
     return (value - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+
+
+@dataclass
+class RecordIndex:
+    """The ledger's consumption records (Ledger.published()) as the sets and maps the decisions
+    look them up in."""
+    runs: set  # every record's run id
+    snapshots: set  # every record's snapshot id
+    published_runs: set  # the run ids of publishes
+    publishes: dict  # {snapshot id: Mark} of every publish (Ledger.known adds the property's)
+    audited_runs: set  # the run ids of records that are not `unaudited`
+    audited: dict  # {snapshot id: recorded as audited} of every record but whole quarantines
+
+    @classmethod
+    def of(cls, marks):
+        publishes = {m.snapshot_id: m for m in marks if m.status == "published" and m.snapshot_id is not None}
+        audited = {m.snapshot_id: m.status != "unaudited" for m in marks if m.status != "quarantined"}
+        audited.update(dict.fromkeys(publishes, True))
+        return cls({m.run_id for m in marks}, {m.snapshot_id for m in marks},
+                   {m.run_id for m in marks if m.status == "published"}, publishes,
+                   {m.run_id for m in marks if m.status != "unaudited"}, audited)
 
 
 def finished_first(row):
@@ -7822,12 +7853,12 @@ def consumed_publishes(spark, t, ledger, history, metadata=None, head=None):
     ours = [m for m in (own_mark(m, chains.get(m.snapshot_id, ())) for m in ancestry.marks) if m is not None]
     seen = {m.snapshot_id for m in ours}
     unrecorded = classify_unrecorded(ledger, metadata, ours)
-    recorded = list(ledger.published())
-    listed = {m.snapshot_id for m in recorded}
+    recorded = ledger.published()
+    listed = ledger.index().snapshots
     # a copy that its own summary does not link to a recorded publish (a copy of a copy; a pick
     # of a rebased publish's source) is recorded itself, as a run of its own, by the next
     # consuming commit: once the snapshots between expire, nothing else links it to the batch
-    runs = {m.run_id for m in recorded if m.status == "published"}
+    runs = ledger.index().published_runs
     unrecorded += [replace(m, run_id=None) for m in ours if m.run_id in runs and m.snapshot_id not in listed
                    and (len(chains.get(m.snapshot_id, ())) > 1
                         or chains.get(m.snapshot_id) and m.source_id not in listed)]
@@ -7896,9 +7927,10 @@ def classify_unrecorded(ledger, metadata, marks):
     audit of it), or a write that reached main without an audit (write.wap.enabled was off): that
     one gets `recorded` False. Returned so the next publish records them all before main moves on."""
     def records():  # run ids and {snapshot: recorded as audited} of every record
-        recorded = list(ledger.published()) + list(ledger.known(metadata).values())
-        return ({m.run_id for m in recorded if m.status != "unaudited"},
-                {m.snapshot_id: m.status != "unaudited" for m in recorded if m.status != "quarantined"})
+        index, last = ledger.index(), last_publish(metadata) if metadata is not None else None
+        if last is None or last.snapshot_id in index.publishes:  # as known() adds it
+            return index.audited_runs, index.audited
+        return index.audited_runs | {last.run_id}, {**index.audited, last.snapshot_id: True}
 
     runs, snapshots = records()
     pending = [m for m in marks if m.run_id not in runs and m.snapshot_id not in snapshots]
@@ -9921,7 +9953,7 @@ def leave_out_rolled_back(spark, t, checks, ledger, history, main):
     if not any(c.reads_history for c in checks) or ledger.gone_holds(main):
         return
     if main is None:  # an empty main holds no publish (a first run's; a table replaced): no look-up
-        ledger.decided_gone({m.run_id for m in ledger.published() if m.status == "published"}, None)
+        ledger.decided_gone(set(ledger.index().published_runs), None)
     else:
         consumed_publishes(spark, t, ledger, history, head=main)
 
@@ -9938,7 +9970,7 @@ def unrecorded_publish(staged, ledger):
     moved to it), if the ledger's rows lack its run; else None. Read off the table property the
     stage loaded (it outlives the maintenance commits main may have had since): no look-up."""
     last = staged.last_publish
-    return None if last is None or last[0].run_id in {m.run_id for m in ledger.published()} else last
+    return None if last is None or last[0].run_id in ledger.index().runs else last
 
 
 def recheck_state(run, staged):

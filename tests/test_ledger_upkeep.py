@@ -268,3 +268,14 @@ def test_two_keys_for_one_ledger_column_are_left_to_spark():
     for row in ({"run_id": "a", "Run_Id": "b"}, {"run_id": None, "RUN_ID": "b"}):
         with pytest.raises(wap_etl.NotRepresentable):
             wap_etl.single_value(row, struct)
+
+
+def test_a_ledger_read_that_fails_is_not_taken_for_an_empty_ledger(wap, spark):
+    run_batches(wap, 1)
+    ref = wap_etl.TableRef("local", wap.ns, "orders_wap_runs")
+    runs = wap_etl.Ledger(spark, ref, f"local.{wap.ns}.orders")
+    for row in spark.table(f"{ref.sql}.files").select("file_path").collect():
+        os.remove(row["file_path"].removeprefix("file:"))  # the read of its rows now fails
+    for _ in range(2):  # and fails again: never "no run consumed anything"
+        with pytest.raises(Exception, match="(?i)file"):
+            runs.published()
