@@ -6062,9 +6062,11 @@ def metric_key(c):
 
 
 def key_name(name):
-    """A column or table name in a metric key: lower case, quoted if it holds a character the key
-    itself uses (columns "a,b" and "a", "b" must not share a history)."""
-    return name.lower() if re.fullmatch(r"[^,=:`]+", name) else quote(name.lower())
+    """A column or table name in a metric key: lower case, quoted if it holds a character or word
+    the key itself uses (columns "a,b" and "a", "b" must not share a history, nor a column
+    "x where y > 0" with column x under `where: y > 0`)."""
+    plain = re.fullmatch(r"[^,=:`]+", name) and not re.search(r"\swhere\s", name, re.I)
+    return name.lower() if plain else quote(name.lower())
 
 
 MATCH_KINDS = ("row_count_match", "schema_match", "aggregate_match", "dataset_match")

@@ -73,3 +73,9 @@ def test_a_column_name_with_a_comma_keeps_a_history_of_its_own():
                                'ReferentialIntegrity "a" "ns.ref.{b=c}" = 1.0 ]')
     keys = {wap_etl.metric_key(c) for c in parse_checks(pairs)}
     assert len(keys) == 2, keys
+
+
+def test_a_column_name_holding_where_keeps_a_history_of_its_own():
+    one, two = parse_checks([{"check": "stat", "stat": "mean", "column": "x WHERE y > 0", "min": 1},
+                             {"check": "stat", "stat": "mean", "column": "x", "where": "y > 0", "min": 1}])
+    assert wap_etl.metric_key(one) == "mean:`x where y > 0`" and wap_etl.metric_key(two) == "mean:x where y > 0"
