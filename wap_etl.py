@@ -6064,8 +6064,8 @@ def metric_key(c):
 def key_name(name):
     """A column or table name in a metric key: lower case, quoted if it holds a character or word
     the key itself uses (columns "a,b" and "a", "b" must not share a history, nor a column
-    "x where y > 0" with column x under `where: y > 0`)."""
-    plain = re.fullmatch(r"[^,=:`]+", name) and not re.search(r"\swhere\s", name, re.I)
+    "x where y > 0" (or "x where") with column x under `where: y > 0` (or `where: where - y > 0`))."""
+    plain = re.fullmatch(r"[^,=:`]+", name) and not re.search(r"\swhere(\s|$)", name, re.I)
     return name.lower() if plain else quote(name.lower())
 
 

@@ -79,3 +79,6 @@ def test_a_column_name_holding_where_keeps_a_history_of_its_own():
     one, two = parse_checks([{"check": "stat", "stat": "mean", "column": "x WHERE y > 0", "min": 1},
                              {"check": "stat", "stat": "mean", "column": "x", "where": "y > 0", "min": 1}])
     assert wap_etl.metric_key(one) == "mean:`x where y > 0`" and wap_etl.metric_key(two) == "mean:x where y > 0"
+    ends, where = parse_checks([{"check": "stat", "stat": "mean", "column": "x where", "where": "- y > 0", "min": 1},
+                                {"check": "stat", "stat": "mean", "column": "x", "where": "where - y > 0", "min": 1}])
+    assert wap_etl.metric_key(ends) != wap_etl.metric_key(where)
