@@ -6163,7 +6163,10 @@ def ledger_metric(row, key):
 
 
 def same_metric(recorded, key):
-    """A key as an older run wrote it: the same, but for the case of its column names."""
+    """A key as an older run wrote it: the same, but for the case of its column names. Not a
+    file rule's: its path was never lower-cased, and s3://b/Data/ is another place than s3://b/data/."""
+    if key.startswith("file_uniqueness:"):
+        return False
     (what, where), (own, own_where) = (k.partition(" where ")[::2] for k in (recorded, key))
     return what.lower() == own.lower() and where == own_where
 

@@ -75,6 +75,13 @@ def test_a_column_name_with_a_comma_keeps_a_history_of_its_own():
     assert len(keys) == 2, keys
 
 
+def test_a_file_rule_s_history_is_its_path_s_whatever_the_case():
+    row = {"metrics": {"file_uniqueness:s3://b/data/": 0.5, "mean:amount": 2.0}, "rows_written": 4}
+    assert wap_etl.ledger_metric(row, "file_uniqueness:s3://b/Data/") is None
+    assert wap_etl.ledger_metric(row, "file_uniqueness:s3://b/data/") == 0.5
+    assert wap_etl.ledger_metric(row, "mean:Amount") == 2.0  # a column's key as an older run wrote it
+
+
 def test_a_column_name_holding_where_keeps_a_history_of_its_own():
     one, two = parse_checks([{"check": "stat", "stat": "mean", "column": "x WHERE y > 0", "min": 1},
                              {"check": "stat", "stat": "mean", "column": "x", "where": "y > 0", "min": 1}])
