@@ -1009,6 +1009,18 @@ class Check:
         return any(KINDS[c.check].reads == LEDGER_READS or c.reads_metrics for c in leaf_checks([self]))
 
     @property
+    def history_depth(self):
+        """The most published runs its verdict reads from the ledger (0: none), a composite's
+        rules' included: how far back a run's bounded read of the ledger must reach."""
+        depth = 0
+        for c in leaf_checks([self]):
+            if KINDS[c.check].reads == LEDGER_READS:
+                depth = max(depth, c.lookback)
+            if c.condition is not None and c.condition.dynamic:
+                depth = max([depth] + [history_runs(v) for v in c.condition.values if isinstance(v, tuple)])
+        return depth
+
+    @property
     def reads_metrics(self):
         """Its verdict compares the batch with metrics the ledger recorded for earlier publishes:
         an anomaly, or a dynamic condition (`> avg(last(10))`), or a composite's rule does."""
@@ -2825,6 +2837,14 @@ def _reads_history(expr):
     if expr[0] == "call":
         return expr[1] == "last" or any(_reads_history(a) for a in expr[2])
     return expr[0] == "op" and (_reads_history(expr[2]) or _reads_history(expr[3]))
+
+
+def history_runs(expr):
+    """How many published runs a dynamic value reads: its longest last(k)."""
+    if expr[0] == "call":
+        own = expr[2][0][1] if expr[1] == "last" else 0
+        return max([own] + [history_runs(a) for a in expr[2]])
+    return max(history_runs(expr[2]), history_runs(expr[3])) if expr[0] == "op" else 0
 
 
 def _longest(expr):
@@ -4674,6 +4694,44 @@ def ledger_json(value):
                     "JSON form here (datetimes must carry their zone)")
 
 
+# From this many rows in the ledger a run reads only the rows its decisions need (LedgerScope), in
+# two small Spark jobs, not every row this table consumed: below it, the one whole read costs less.
+LEDGER_BOUNDED_FROM = 20_000
+
+
+@dataclass
+class LedgerScope:
+    """What a run asks of the ledger's consumed rows: those of its batch (its id, its files'
+    identities), those the table's metadata names, and its history checks' newest `depth` publishes."""
+    batch_id: str
+    file_ids: tuple
+    depth: int
+
+    def matches(self, mark):
+        return mark.batch_id == self.batch_id or bool(set(mark.file_ids) & set(self.file_ids))
+
+    def names(self, summary):
+        """True if a snapshot's summary is this batch's (its id, or one of its files)."""
+        return (summary.get(BATCH_PROPERTY) == self.batch_id
+                or bool(set(json.loads(summary.get(FILE_IDS_PROPERTY, "[]"))) & set(self.file_ids)))
+
+
+def bounded_from():
+    """LEDGER_BOUNDED_FROM, or WAP_LEDGER_BOUNDED_FROM (tests: 0, every run's read bounded)."""
+    return int(os.environ.get("WAP_LEDGER_BOUNDED_FROM", LEDGER_BOUNDED_FROM))
+
+
+@dataclass
+class BoundedRead:
+    """A bounded read's newest publishes: the runs of the newest `limit` published rows (all of
+    their rows were read), the oldest of those rows' finish (micros), and whether there were more;
+    and the snapshots of the batch the table's metadata held then ({snapshot id: parent id})."""
+    newest: set
+    cutoff: int
+    cut: bool
+    batch_snapshots: dict
+
+
 class Prefetch:
     """A read run on a thread of its own (with the starting thread's Spark job group); `rows`
     after join() returns its result or raises its error."""
@@ -4718,6 +4776,12 @@ class Ledger:
         self._consumed = None
         self._prefetch = None  # a background read of the consumed rows (prefetch), or None
         self._read_at = None  # the ledger's snapshot id the consumed rows were read at (or after)
+        self.target = None  # the TableRef of the ledger's table, for a bounded read (scope)
+        self.scoped = False  # whether a run will give a scope (for the prefetch to wait for)
+        self.scope = None  # LedgerScope: this run's, once its batch is known; None: read every row
+        self.bounded = None  # BoundedRead: the rows read are the scope's alone; None: every row
+        self._whole = False  # a bounded read did not decide as the whole would: every row from now
+        self.rows_read = 0  # rows its reads of the consumed rows returned, in all
         self._uuid = None  # the ledger table's uuid, as first loaded: the same table to the end
         self._dropped = False  # found dropped (dropped()): never taken for "no ledger yet" after
         self._caught_up = None  # the last consumption read again for (catch_up)
@@ -4726,12 +4790,16 @@ class Ledger:
         self.copied = set()  # snapshots main holds a copy of (a rebase's, an operator's cherry-pick)
         self.gone = set()  # runs whose publish main no longer holds (rolled back), as last decided
         self._gone_for = None  # (main's snapshot id,) it was decided for; None: the rows read since
+        self._decide_gone = None  # decides `gone` again (decided_gone)
 
     @classmethod
     def of(cls, spark, p, checks=None):
         """The ledger of the job's table; for a run of `checks`, read as they need it."""
-        return cls(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}",
-                   metrics=checks is None or any(c.reads_metrics for c in checks))
+        ledger = cls(spark, TableRef(p.catalog, p.runs_namespace, p.runs_name), f"{p.catalog}.{p.table}",
+                     metrics=checks is None or any(c.reads_metrics for c in checks))
+        ledger.target = TableRef(p.catalog, p.namespace, p.table_name)
+        ledger.scoped = p.source_files == "all"  # a run's scope will come (--source_files new: none)
+        return ledger
 
     def identify(self, table_uuid):
         """The table exists now: find its rows by its uuid."""
@@ -4774,15 +4842,17 @@ class Ledger:
                 read = pending.rows  # a failed read raises here, as if it had run here
             if read is None:
                 read = self.read_consumed()
-            self._consumed, columns, self._read_at = read
+            self._consumed, columns, self._read_at, self.bounded = read
+            self.rows_read += len(self._consumed)
             self._columns = columns or self._columns  # the closing append's check: one load fewer
         return self._consumed
 
     def read_consumed(self):
         """The read itself, as (rows, the ledger's columns or None, the ledger's snapshot id as the
-        read began): it caches nothing, since a prefetch may run it on another thread."""
+        read began, its BoundedRead or None): it caches nothing, since a prefetch may run it on
+        another thread."""
         if self.absent():
-            return [], None, None
+            return [], None, None, None
         from pyspark.sql import functions as F
         # the rows hold at least what this snapshot does (iceberg_table refreshes a caching
         # catalog's table, which the read then finds); a read at exactly it would take its schema,
@@ -4791,22 +4861,30 @@ class Ledger:
         ledger = self.spark.table(self.ref.sql)  # one load, for its columns and its rows
         columns = {f.name.lower() for f in ledger.schema.fields}
         ids = "input_file_ids" in columns
+        rows = self.runs(columns, ledger).filter(F_in("status", CONSUMED))
+        bounded = None
+        if self.scope is not None and not self._whole and self.target is not None:
+            total = self.size(self.head_table())
+            if total is not None and total >= bounded_from() and table_exists(self.spark, self.target):
+                bounded, rows = self.narrow(rows, iceberg_table(self.spark, self.target), ids)
         # finished_at as micros since the epoch: only sorted, never shown, and a timestamp column
         # would make PySpark convert every field of every row (a third of a long ledger's read).
         # The metrics only for checks that compare with them: a run's dozen map entries, times
         # every run, are half of a long ledger's read.
-        rows = (self.runs(columns, ledger).filter(F_in("status", CONSUMED))
-                .select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
-                        "input_files", "input_fingerprint", F.unix_micros("finished_at").alias("finished_at"),
-                        "rows_written", *(["metrics"] if self.metrics else []),
-                        *(["input_file_ids"] if ids else [])).collect())
+        rows = (rows.select("run_id", "batch_id", "status", "main_snapshot_before", "main_snapshot_after",
+                            "input_files", "input_fingerprint", F.unix_micros("finished_at").alias("finished_at"),
+                            "rows_written", *(["metrics"] if self.metrics else []),
+                            *(["input_file_ids"] if ids else [])).collect())
         # as dicts: a Row finds a field by name by searching its field list, which over a long
         # ledger's rows, each read a dozen times, cost more than the read itself
-        return [r.asDict() for r in rows], columns, read_at
+        return [r.asDict() for r in rows], columns, read_at, bounded
 
     def head(self):
         """The ledger table's current snapshot id (None: no row yet). A ledger dropped while the
         run uses it ends the run: what the table consumed is no longer on record to decide by."""
+        return ref_id(self.head_table(), "main")
+
+    def head_table(self):
         try:
             table = iceberg_table(self.spark, self.ref)
         except Exception:
@@ -4814,7 +4892,52 @@ class Ledger:
                 raise
             raise self.dropped() from None
         self.same_table(table)
-        return ref_id(table, "main")
+        return table
+
+    @staticmethod
+    def size(head):
+        """The rows the ledger (`head`: its Table) holds, by its snapshot summary (None: unknown)."""
+        main = ref_id(head, "main")
+        total = head.snapshot(main).summary().get("total-records") if main is not None else None
+        return int(total) if total is not None else None
+
+    def narrow(self, rows, metadata, ids):
+        """(BoundedRead, the rows a run's decisions read): its batch's (by id or file identity),
+        every row the table's metadata names (the run of any snapshot it holds, a row recording any
+        of its snapshots, the last-publish and last-quarantine properties' runs), and every row of
+        the runs of the newest published rows its history checks read (a few times their depth,
+        for rows of one run and rolled-back runs). Whether they decide as every row would is
+        checked where they are used (bounded_read_decides); if not, the run reads every row."""
+        from pyspark.sql import functions as F
+        scope, newest, cutoff, cut = self.scope, set(), None, False
+        snapshots = metadata_snapshots(self.spark, metadata)
+        if scope.depth:
+            limit = 3 * scope.depth + 16
+            top = (rows.filter(F.col("status") == str(Status.PUBLISHED))
+                   .select("run_id", F.unix_micros("finished_at").alias("finished_at"))
+                   .orderBy(F.col("finished_at").desc_nulls_last()).limit(limit).collect())
+            newest, cut = {r["run_id"] for r in top}, len(top) == limit
+            cutoff = top[-1]["finished_at"] if top else None
+        runs = {s["summary"].get(RUN_PROPERTY) for s in snapshots}
+        runs |= {m.run_id for m in (last_publish(metadata), last_quarantine(metadata)) if m is not None}
+        runs = sorted(r for r in runs | newest if r is not None)
+        wanted = F.col("batch_id") == scope.batch_id
+        if ids and scope.file_ids:
+            wanted = wanted | F.arrays_overlap("input_file_ids", F.array(*[F.lit(i) for i in scope.file_ids]))
+        if runs:
+            wanted = wanted | F.col("run_id").isin(runs)
+        if snapshots:
+            wanted = wanted | F.col("main_snapshot_after").isin(sorted(s["snapshot-id"] for s in snapshots))
+        batch = {s["snapshot-id"]: s.get("parent-snapshot-id") for s in snapshots
+                 if scope.names(s["summary"])}
+        fault_point("ledger_read")
+        return BoundedRead(newest, cutoff, cut, batch), rows.filter(wanted)
+
+    def read_whole(self):
+        """A bounded read did not decide as every row would: every row, from now on in this run."""
+        log.info("run ledger: the rows of this run's scope do not decide it: reading every row")
+        self._whole = True
+        self.forget()
 
     def absent(self):
         """True if there is no ledger (yet). One this run loaded (or found dropped) and is gone now
@@ -4857,9 +4980,16 @@ class Ledger:
         from py4j.clientserver import ClientServer
         if self._consumed is None and self._prefetch is None and isinstance(SparkContext._gateway, ClientServer):
             try:  # pinned threads only: elsewhere a thread's Spark job group is not its own
-                self._prefetch = Prefetch(self.read_consumed)
+                self._prefetch = Prefetch(self.read_early)
             except Exception as e:  # no thread to be had: read it when needed
                 log.info("ledger read in the background not started (%s)", first_line(e))
+
+    def read_early(self):
+        """The prefetch's read: every row, unless the ledger is large enough for the run's bounded
+        read once its batch is known (None: the reader reads then)."""
+        if self.scoped and not self.absent() and (self.size(self.head_table()) or 0) >= bounded_from():
+            return None
+        return self.read_consumed()
 
     def published(self):
         """Every run the ledger records as having consumed its input (published, or every row
@@ -4918,15 +5048,43 @@ class Ledger:
 
     def forget(self):
         self._published = self._index = self._newest = self._consumed = self._prefetch = None
-        self._gone_for = None
+        self._gone_for = self.bounded = None
 
-    def decided_gone(self, gone, main):
-        """The runs whose publish `main` (main's snapshot id) does not hold, of the rows read now."""
-        self.gone, self._gone_for = gone, (main,)
+    def decided_gone(self, gone, main, again):
+        """The runs whose publish `main` (main's snapshot id) does not hold, of the rows read now;
+        `again` decides them once more, over the rows as read then."""
+        self.gone, self._gone_for, self._decide_gone = gone, (main,), again
 
     def gone_holds(self, main):
         """True if `gone` was decided for this main, and for the rows as read now."""
         return self._gone_for == (main,)
+
+    def newest_published(self, limit):
+        """(the newest `limit` publishes main holds, whether they are those of every row): a
+        bounded read's are its newest runs' (every row of them read), exact if there are no older
+        publishes or each one taken finished after every publish it did not read."""
+        if self._newest is None:  # sorted once per read, however many checks ask
+            self._newest = sorted(self.consumed(), key=finished_first, reverse=True)
+        bounded, newest = self.bounded, {}
+        for r in self._newest:
+            if (r["status"] == str(Status.PUBLISHED) and r["run_id"] not in self.gone
+                    and (bounded is None or r["run_id"] in bounded.newest)):
+                # a run's own row over one another run completed for it (no metrics), even if later
+                if r["run_id"] not in newest or r.get("metrics") and not newest[r["run_id"]].get("metrics"):
+                    newest[r["run_id"]] = r
+        top = sorted(newest.values(), key=finished_first, reverse=True)[:limit]
+        if bounded is None:
+            return top, True
+
+        def later(r):  # finished after what the newest runs' read saw: recorded between the reads
+            return (not bounded.cut or bounded.cutoff is None
+                    or r["finished_at"] is not None and r["finished_at"] > bounded.cutoff)
+        if any(r["status"] == str(Status.PUBLISHED) and r["run_id"] not in bounded.newest and later(r)
+               for r in self._newest):
+            return top, False
+        return top, not bounded.cut or (
+            len(top) == limit and bounded.cutoff is not None
+            and all(r["finished_at"] is not None and r["finished_at"] > bounded.cutoff for r in top))
 
     def recent(self, limit, status=None):
         """The newest runs (one row per run id), newest first. Publishes come from the rows read
@@ -4934,15 +5092,16 @@ class Ledger:
         table's consumers, and a rerun of the batch is not to be compared with itself); any other
         status is read from the table."""
         if status is Status.PUBLISHED:
-            if self._newest is None:  # sorted once per read, however many checks ask
-                self._newest = sorted(self.consumed(), key=finished_first, reverse=True)
-            newest = {}
-            for r in self._newest:
-                if r["status"] == str(status) and r["run_id"] not in self.gone:
-                    # a run's own row over one another run completed for it (no metrics), even if later
-                    if r["run_id"] not in newest or r.get("metrics") and not newest[r["run_id"]].get("metrics"):
-                        newest[r["run_id"]] = r
-            return sorted(newest.values(), key=finished_first, reverse=True)[:limit]
+            top, exact = self.newest_published(limit)
+            if not exact:  # a bounded read's newest runs may not be the newest: every row
+                self.read_whole()
+                if self._decide_gone is not None:
+                    self._decide_gone()
+                    if self._gone_for is None:  # (the table is gone): no history to compare with
+                        raise WapError(f"{self.target.sql if self.target else 'the table'}: gone while "
+                                       "the run compared with its earlier publishes")
+                top, exact = self.newest_published(limit)
+            return top
         if not self.exists():
             return []
         from pyspark.sql import Window, functions as F
@@ -7131,12 +7290,7 @@ def with_history(c, ledger):
     """(the check with its dynamic condition evaluated over the metric's values in this table's
     published runs, how many there were). A value that needs more history than there is (any,
     for avg(last(k)) on a first run) leaves the check without a condition: it passes."""
-    def lookback(expr):
-        if expr[0] == "call":
-            own = expr[2][0][1] if expr[1] == "last" else 0
-            return max([own] + [lookback(a) for a in expr[2]])
-        return max(lookback(expr[2]), lookback(expr[3])) if expr[0] == "op" else 0
-    runs = max(lookback(v) for v in c.condition.values if isinstance(v, tuple))
+    runs = max(history_runs(v) for v in c.condition.values if isinstance(v, tuple))
     key = metric_key(c)
     history = [float(x) for x in (history_value(r, c, key) for r in ledger.recent(runs, Status.PUBLISHED))
                if x is not None]
@@ -7884,16 +8038,55 @@ def consumed_publishes(spark, t, ledger, history, metadata=None, head=None):
         present = {snapshots.get(i).snapshotId() for i in range(snapshots.size())}
         off_main = [m for m in off_main if m.snapshot_id in present]
     gone = {m.run_id for m in off_main if rolled_back(m)}
+    if ledger.bounded is not None and not ancestry.whole and not bounded_read_decides(
+            ledger, metadata, ancestry, copied, recorded + [m for i, m in known.items() if i not in listed],
+            oldest):
+        ledger.read_whole()
+        return consumed_publishes(spark, t, ledger, history, metadata, head)
     if quarantine is not None and quarantine.run_id not in {m.run_id for m in recorded}:
         found.append(quarantine)  # consumed with every row quarantined, not recorded yet: the
         unrecorded.append(quarantine)  # next consuming commit records it, as the property's own
     # the copies in this very metadata (the walk may remember one expired since): a branch at a
     # copy's source may go while the copy protects the source's files from Java's expiry
     ledger.unrecorded = unrecorded
-    ledger.decided_gone(gone, main)
+    ledger.decided_gone(gone, main, lambda: consumed_publishes(spark, t, ledger, history, head=main))
     ledger.copied = {m.source_id for m in ancestry.marks
                      if m.source_id is not None and metadata.snapshot(m.snapshot_id) is not None}
     return found
+
+
+def bounded_read_decides(ledger, metadata, ancestry, copied, records, oldest):
+    """True if a bounded read's rows (`records`) decide as every row would. Every row carries
+    main's ancestry past its expired snapshots, where the bounded rows may not; both walks agree
+    on a snapshot that is on the shorter one, and on one whose parent is (or is where it stopped):
+    off main, since a copy of it on main would be on the walk too. Of any other, only every row
+    tells whether main holds it, which is asked of the batch's snapshots and records (a rerun of a
+    batch published long ago, or rolled back; a write of it that reached main unaudited) and of
+    the newest publishes' records (rolled back or not: an expired snapshot never is; one that
+    exists and is off main is if it is newer than the walk's `oldest` snapshot)."""
+    def off_main(parent):
+        return parent is not None and (parent in ancestry.ids or parent == ancestry.end)
+    for snapshot_id, parent in ledger.bounded.batch_snapshots.items():
+        if snapshot_id not in ancestry.ids and snapshot_id not in copied and not off_main(parent):
+            return False
+    for m in records:
+        if m.status == "quarantined" or m.snapshot_id in ancestry.ids or m.snapshot_id in copied:
+            continue
+        if ledger.scope.matches(m) and not off_main(m.parent_id):
+            return False
+        if m.run_id in ledger.bounded.newest and m.snapshot_id is not None:
+            snapshot = metadata.snapshot(m.snapshot_id)
+            if snapshot is not None and not (off_main(m.parent_id) and snapshot.timestampMillis() >= oldest):
+                return False
+    return True
+
+
+def metadata_snapshots(spark, table):
+    """Every snapshot a table's metadata holds, as Iceberg's JSON of it (id, parent, summary...):
+    one JVM call, where asking each snapshot would be several per snapshot."""
+    parser = java(spark.sparkContext._jvm, "org.apache.iceberg.TableMetadataParser")
+    snapshots = json.loads(parser.toJson(table.operations().current())).get("snapshots") or []
+    return [dict(s, summary=s.get("summary") or {}) for s in snapshots]  # none without an operation
 
 
 def sources(metadata, mark):
@@ -8192,6 +8385,7 @@ class RunReport:
     timings: dict = field(default_factory=dict)  # step -> seconds; they sum to `seconds`
     spark_jobs: dict = field(default_factory=dict)  # step -> Spark jobs it ran
     iceberg_commits: dict = field(default_factory=dict)  # step -> commits of table, ledger, quarantine
+    ledger_rows_read: int = 0  # the consumed rows its ledger reads returned (a long ledger's: its scope's)
     step_windows: dict = field(default_factory=dict)  # step -> [[start, end] epoch ms], per run of it
     seconds: float = None  # from the start to the report file
     inspect_sql: str = None
@@ -8895,6 +9089,7 @@ def finish(report, p, ledger=None, history=None, checks=None, spark=None):
         vars(report).update({k: scrubbed(v, p.secrets) for k, v in vars(report).items()
                              if k not in IDENTITY_FIELDS})
     close_timings(report)
+    report.ledger_rows_read = ledger.rows_read if ledger is not None else 0
     log.info("WAP_REPORT %s", json.dumps(asdict(report), default=str))
     if report.checks:
         log.info("audit of %s (%s):\n%s", report.table, report.status, summary_table(report))
@@ -8935,7 +9130,8 @@ def finish(report, p, ledger=None, history=None, checks=None, spark=None):
         side_effect("report", lambda: log.info("report written to %s", write_report(report, p)))
     log.info("WAP_STEPS %s", json.dumps({"seconds": report.seconds, "timings": report.timings,
                                          "spark_jobs": report.spark_jobs,
-                                         "iceberg_commits": report.iceberg_commits}))
+                                         "iceberg_commits": report.iceberg_commits,
+                                         "ledger_rows_read": report.ledger_rows_read}))
 
 
 def count_steps(spark, report, p, ledger):
@@ -9140,7 +9336,8 @@ def fault_point(step):
     resume (a branch of the batch found to take up, before this run's branch is made on it),
     resumed (just after), quarantined (a batch every row of which was quarantined consumed by its
     commit, before the quarantine's tidy-up), ledger_upkeep (after the ledger's compaction
-    committed, before its snapshots expire).
+    committed, before its snapshots expire), ledger_read (a bounded ledger read: its newest
+    publishes read, its rows not yet).
     WAP_FAULT_AFTER=<step> kills the process right there. WAP_PAUSE_AT=<step>[,<step>...] with
     WAP_PAUSE_DIR=<folder> announces the step (a file <pid>.<step>) and waits until a file `go`
     or `go.<step>` appears there (at most 10 minutes), so a test can line real runs up at a point."""
@@ -9549,6 +9746,9 @@ def publish_batch(run, source, paths):
                   track_files=p.source_files == "new", columns=list(df.columns), input_stamps=files.stamps,
                   input_pins=files.pins)
     report.batch_id, report.branch = batch.batch_id, batch.branch
+    if not batch.track_files:  # (--source_files new matches its listing against every row)
+        ledger.scope = LedgerScope(batch.batch_id, tuple(batch.file_ids),
+                                   max([c.history_depth for c in checks], default=0))
     report.input_fingerprint, report.config_fingerprint = files.fingerprint, batch.config_fingerprint
     report.input_files, report.input_file_ids = batch.input_files, batch.file_ids
     report.inspect_sql = f"SELECT * FROM {t.sql} VERSION AS OF '{batch.branch}'"
@@ -9958,7 +10158,8 @@ def leave_out_rolled_back(spark, t, checks, ledger, history, main):
     if not any(c.reads_history for c in checks) or ledger.gone_holds(main):
         return
     if main is None:  # an empty main holds no publish (a first run's; a table replaced): no look-up
-        ledger.decided_gone(set(ledger.index().published_runs), None)
+        ledger.decided_gone(set(ledger.index().published_runs), None,
+                            lambda: leave_out_rolled_back(spark, t, checks, ledger, history, None))
     else:
         consumed_publishes(spark, t, ledger, history, head=main)
 

@@ -279,3 +279,158 @@ def test_a_ledger_read_that_fails_is_not_taken_for_an_empty_ledger(wap, spark):
     for _ in range(2):  # and fails again: never "no run consumed anything"
         with pytest.raises(Exception, match="(?i)file"):
             runs.published()
+
+
+# ----- a long ledger: a run reads the rows its decisions need, not every run the table had -----
+
+@pytest.fixture
+def long_ledger(monkeypatch):
+    """Ledgers of 5 rows and more count as long (the job's bound is 20,000 rows)."""
+    monkeypatch.setenv("WAP_LEDGER_BOUNDED_FROM", "5")
+
+
+def expire_all_but(spark, wap, snapshots):
+    """Expire main's history but for its newest `snapshots` (and what a tag or branch keeps)."""
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{wap.ns}.orders', "
+              f"older_than => TIMESTAMP '9999-01-01 00:00:00', retain_last => {snapshots})").collect()
+
+
+def main_id(spark, wap):
+    return wap_etl.ref_id(wap_etl.iceberg_table(spark, wap_etl.TableRef("local", wap.ns, "orders")), "main")
+
+
+def published_snapshot(spark, wap, batch_id):
+    row = (spark.table(f"{wap.sql}_wap_runs").filter(f"batch_id = '{batch_id}' AND status = 'published'")
+           .select("main_snapshot_after").first())
+    return row["main_snapshot_after"]
+
+
+def test_a_run_over_a_long_ledger_reads_only_the_rows_its_decisions_need(wap, spark, long_ledger):
+    run_batches(wap, 6)
+    expire_all_but(spark, wap, 2)
+    code, report = wap.run(wap.csv([{"id": 6}]), batch_id="b6", checks=[])
+    assert code == 0 and report.status == "published", report.error
+    assert report.ledger_rows_read == 2, "the rows of the two publishes main's metadata still names"
+    assert wap.ids() == list(range(7))
+
+
+def test_a_bounded_read_finds_a_batch_published_long_ago(wap, spark, long_ledger):
+    paths = run_batches(wap, 6)
+    expire_all_but(spark, wap, 2)
+    code, report = wap.run(paths[0], batch_id="b0", checks=[])
+    assert code == 0 and report.status == "already_published", report.error
+    assert wap.ids() == list(range(6))
+
+
+def test_a_bounded_read_republishes_a_batch_rolled_back_long_ago(wap, spark, long_ledger):
+    """b3 and b4 were rolled back, then main moved on and their snapshots expired: only every row
+    of the ledger carries main's ancestry far enough back to show that b4 is not on main."""
+    paths = run_batches(wap, 5)
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.ns}.orders', "
+              f"{published_snapshot(spark, wap, 'b2')})").collect()
+    for i in (5, 6):
+        code, report = wap.run(wap.csv([{"id": i}]), batch_id=f"b{i}", checks=[])
+        assert code == 0 and report.status == "published", report.error
+    expire_all_but(spark, wap, 2)
+    code, report = wap.run(paths[4], batch_id="b4", checks=[])
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == [0, 1, 2, 4, 5, 6]
+
+
+def test_history_checks_over_a_bounded_read_compare_with_the_newest_publishes(wap, spark, long_ledger):
+    """main's metadata names only the last publish (20 rows); the volume check's lookback of 2
+    reaches the one before (1,000 rows), which the bounded read still holds: 20 rows against a
+    median of 510 fail, where against the last publish alone (or none) they would pass."""
+    run_batches(wap, 4)
+    for batch, rows in (("huge", range(100, 1100)), ("last", range(2000, 2020))):
+        code, report = wap.run(wap.csv([{"id": i} for i in rows]), batch_id=batch, checks=[])
+        assert code == 0 and report.status == "published", report.error
+    expire_all_but(spark, wap, 1)
+    volume = [{"check": "volume", "lookback": 2, "min_ratio": 0.5}]
+    code, report = wap.run(wap.csv([{"id": i} for i in range(3000, 3020)]), batch_id="next", checks=volume)
+    assert code == 3 and [c["passed"] for c in report.checks] == [False], report.checks
+    assert report.ledger_rows_read < 7
+
+
+def test_history_checks_read_every_row_when_the_newest_publishes_were_rolled_back(wap, spark, long_ledger):
+    """The newest 19 publish rows a lookback of 1 has a bounded read take are all of publishes
+    main no longer holds (rolled back): the newest one it holds (1,000 rows) lies beyond them, so
+    the run reads every row, and 20 rows fail against it, where against no history they would pass."""
+    from pyspark.sql import functions as F
+    for batch, rows in (("huge", range(1000)), ("rolled_back", [5000])):
+        code, report = wap.run(wap.csv([{"id": i} for i in rows]), batch_id=batch, checks=[])
+        assert code == 0 and report.status == "published", report.error
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.ns}.orders', "
+              f"{published_snapshot(spark, wap, 'huge')})").collect()
+    runs, n = f"{wap.sql}_wap_runs", F.col("_n")
+    name = F.concat(F.lit("rolled-back-"), n.cast("string"))
+    (spark.table(runs).filter("batch_id = 'rolled_back'").crossJoin(spark.range(25).withColumnRenamed("id", "_n"))
+     .withColumn("run_id", name).withColumn("batch_id", name)
+     .withColumn("input_file_ids", F.array(name)).withColumn("input_files", F.array(name))
+     .withColumn("finished_at", F.col("finished_at") + F.make_interval(secs=(n + 1).cast("decimal(18,6)")))
+     .drop("_n").writeTo(runs).append())
+    volume = [{"check": "volume", "lookback": 1, "min_ratio": 0.5}]
+    code, report = wap.run(wap.csv([{"id": i} for i in range(3000, 3020)]), batch_id="next", checks=volume)
+    assert code == 3 and [c["passed"] for c in report.checks] == [False], report.checks
+
+
+def test_a_bounded_read_republishes_a_batch_just_rolled_back_without_reading_every_row(wap, spark, long_ledger):
+    """b5 was rolled back and its snapshot expired: its parent is on main's ancestry, so the rows
+    read show it off main without following main past the expired snapshots."""
+    paths = run_batches(wap, 6)
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.ns}.orders', "
+              f"{published_snapshot(spark, wap, 'b4')})").collect()
+    expire_all_but(spark, wap, 2)
+    code, report = wap.run(paths[5], batch_id="b5", checks=[])
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == list(range(6))
+    assert report.ledger_rows_read < 6, "not every row"
+
+
+def test_a_publish_recorded_between_a_bounded_read_s_two_reads_is_in_the_history(wap, spark, monkeypatch, tmp_path,
+                                                                                  long_ledger):
+    """Another run's publish (100 rows) is on main and its ledger row is written after this run
+    read its newest publishes but before it read its rows: the volume check compares 100 rows
+    with it (they pass), not with the 1-row publish before it (they would fail)."""
+    from conftest import wait_paused
+    run_batches(wap, 5)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    other = wap.cli([{"id": i} for i in range(100, 200)], batch_id="other", checks=[],
+                    env={"WAP_PAUSE_AT": "publish", "WAP_PAUSE_DIR": str(gate)})
+    wait_paused(gate, "publish", other)  # on main, its ledger row not yet written
+
+    def record_between_the_reads(step):
+        if step == "ledger_read":
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            (gate / "go").touch()
+            assert other.wait(timeout=400) == 0, other.stdout.read()[-3000:]
+    monkeypatch.setattr(wap_etl, "fault_point", record_between_the_reads)
+    volume = [{"check": "volume", "lookback": 1, "min_ratio": 0.5, "max_ratio": 2}]
+    try:
+        code, report = wap.run(wap.csv([{"id": i} for i in range(300, 400)]), batch_id="next", checks=volume)
+    finally:  # never leave the other run waiting
+        (gate / "go").touch()
+        other.wait(timeout=400)
+    assert code == 0 and report.status == "published", report.checks
+
+
+def test_a_bounded_read_finds_an_unaudited_write_of_the_batch_kept_beyond_an_expired_snapshot(wap, spark, long_ledger):
+    """A write of b1 reached main unaudited and no ledger row names it (it predates the ledger);
+    a tag keeps its snapshot, main moved on and the snapshots between expired: the rerun of b1
+    still finds it, as a read of every row does, and publishes nothing."""
+    path = wap.csv([{"id": 1}])
+    spark.sql(f"CREATE TABLE {wap.sql} (id bigint) USING iceberg")
+    (spark.createDataFrame([(1,)], "id bigint").writeTo(wap.sql)
+     .option(f"snapshot-property.{wap_etl.BATCH_PROPERTY}", "b1")
+     .option(f"snapshot-property.{wap_etl.RUN_PROPERTY}", "unaudited-run").append())
+    unaudited = main_id(spark, wap)
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE TAG kept AS OF VERSION {unaudited}")
+    for i in range(2, 8):
+        code, report = wap.run(wap.csv([{"id": i}]), batch_id=f"b{i}", checks=[])
+        assert code == 0 and report.status == "published", report.error
+    expire_all_but(spark, wap, 2)
+    spark.sql(f"DELETE FROM {wap.sql}_wap_runs WHERE batch_id = 'b1'")
+    code, report = wap.run(path, batch_id="b1", checks=[])
+    assert code == 1 and "no publish recorded" in report.error, report.error
+    assert wap.ids() == list(range(1, 8))
