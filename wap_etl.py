@@ -4711,9 +4711,14 @@ class LedgerScope:
         return mark.batch_id == self.batch_id or bool(set(mark.file_ids) & set(self.file_ids))
 
     def names(self, summary):
-        """True if a snapshot's summary is this batch's (its id, or one of its files)."""
-        return (summary.get(BATCH_PROPERTY) == self.batch_id
-                or bool(set(json.loads(summary.get(FILE_IDS_PROPERTY, "[]"))) & set(self.file_ids)))
+        """True if a snapshot's summary is this batch's (its id, or one of its files); one whose
+        file identities cannot be read counts as the batch's, so the walk must place it."""
+        if summary.get(BATCH_PROPERTY) == self.batch_id:
+            return True
+        try:
+            return bool(set(json.loads(summary.get(FILE_IDS_PROPERTY, "[]"))) & set(self.file_ids))
+        except (ValueError, TypeError):
+            return True
 
 
 def bounded_from():
@@ -4778,6 +4783,7 @@ class Ledger:
         self._read_at = None  # the ledger's snapshot id the consumed rows were read at (or after)
         self.target = None  # the TableRef of the ledger's table, for a bounded read (scope)
         self.scoped = False  # whether a run will give a scope (for the prefetch to wait for)
+        self.walked = {}  # {snapshot id: Mark} the run's walks of main read (History.marks)
         self.scope = None  # LedgerScope: this run's, once its batch is known; None: read every row
         self.bounded = None  # BoundedRead: the rows read are the scope's alone; None: every row
         self._whole = False  # a bounded read did not decide as the whole would: every row from now
@@ -4901,10 +4907,12 @@ class Ledger:
         total = head.snapshot(main).summary().get("total-records") if main is not None else None
         return int(total) if total is not None else None
 
-    def narrow(self, rows, metadata, ids):
-        """(BoundedRead, the rows a run's decisions read): its batch's (by id or file identity),
-        every row the table's metadata names (the run of any snapshot it holds, a row recording any
-        of its snapshots, the last-publish and last-quarantine properties' runs), and every row of
+    def narrow(self, rows, metadata, with_ids):
+        """(BoundedRead, the rows a run's decisions read): its batch's (by id or file identity, if
+        the ledger has `input_file_ids`), every row the table's metadata names (the run of any
+        snapshot it holds, a row recording any of its snapshots, the last-publish and
+        last-quarantine properties' runs) or that of a snapshot the run's walks of main read (it
+        may have expired since), and every row of
         the runs of the newest published rows its history checks read (a few times their depth,
         for rows of one run and rolled-back runs). Whether they decide as every row would is
         checked where they are used (bounded_read_decides); if not, the run reads every row."""
@@ -4918,16 +4926,17 @@ class Ledger:
                    .orderBy(F.col("finished_at").desc_nulls_last()).limit(limit).collect())
             newest, cut = {r["run_id"] for r in top}, len(top) == limit
             cutoff = top[-1]["finished_at"] if top else None
-        runs = {s["summary"].get(RUN_PROPERTY) for s in snapshots}
+        runs = {s["summary"].get(RUN_PROPERTY) for s in snapshots} | {m.run_id for m in self.walked.values()}
         runs |= {m.run_id for m in (last_publish(metadata), last_quarantine(metadata)) if m is not None}
+        snapshot_ids = {s["snapshot-id"] for s in snapshots} | set(self.walked)
         runs = sorted(r for r in runs | newest if r is not None)
         wanted = F.col("batch_id") == scope.batch_id
-        if ids and scope.file_ids:
+        if with_ids and scope.file_ids:
             wanted = wanted | F.arrays_overlap("input_file_ids", F.array(*[F.lit(i) for i in scope.file_ids]))
         if runs:
             wanted = wanted | F.col("run_id").isin(runs)
-        if snapshots:
-            wanted = wanted | F.col("main_snapshot_after").isin(sorted(s["snapshot-id"] for s in snapshots))
+        if snapshot_ids:
+            wanted = wanted | F.col("main_snapshot_after").isin(sorted(snapshot_ids))
         batch = {s["snapshot-id"]: s.get("parent-snapshot-id") for s in snapshots
                  if scope.names(s["summary"])}
         fault_point("ledger_read")
@@ -9677,6 +9686,7 @@ def run_job(argv, scrubber):
         outer_group = spark.sparkContext.getLocalProperty(JOB_GROUP)
         spark.sparkContext.setLocalProperty(JOB_GROUP, job_group(report, OTHER_STEP))
         ledger, history = Ledger.of(spark, p, checks), History()
+        ledger.walked = history.marks  # a bounded read names what the run's walks of main read
         code = run_batch(Run(spark, p, TableRef(p.catalog, p.namespace, p.table_name), checks, report,
                              ledger, history))
     except WapError as e:

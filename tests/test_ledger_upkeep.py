@@ -14,8 +14,13 @@ def ledger(spark, wap):
 
 def run_batches(wap, n):
     """Publish batches b0..b(n-1); returns their source files."""
+    return run_batches_from(wap, 0, n)
+
+
+def run_batches_from(wap, first, n):
+    """Publish batches b<first>..b(n-1); returns their source files."""
     paths = []
-    for i in range(n):
+    for i in range(first, n):
         paths.append(wap.csv([{"id": i}]))
         code, report = wap.run(paths[-1], batch_id=f"b{i}", checks=[])
         assert code == 0 and report.status == "published", report.error
@@ -434,3 +439,35 @@ def test_a_bounded_read_finds_an_unaudited_write_of_the_batch_kept_beyond_an_exp
     code, report = wap.run(path, batch_id="b1", checks=[])
     assert code == 1 and "no publish recorded" in report.error, report.error
     assert wap.ids() == list(range(1, 8))
+
+
+def test_snapshots_that_expire_during_a_bounded_run_are_not_recorded_again(wap, spark, monkeypatch, long_ledger):
+    """Another writer's snapshot, expired, stops main's walk; the run walks b2..b5, which then
+    expire while it runs, and the ledger moves on: its later reads still hold their rows (the walk
+    still passes them), so no run is recorded a second time as found missing."""
+    run_batches(wap, 1)
+    spark.sql(f"INSERT INTO {wap.sql} (id) VALUES (100)")  # another writer's commit
+    run_batches_from(wap, 1, 6)
+    expire_all_but(spark, wap, 4)
+
+    def expire_and_move_the_ledger(step):
+        if step == "stage":
+            monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+            expire_all_but(spark, wap, 1)
+            runs = f"{wap.sql}_wap_runs"  # another run's row: a failed one, say
+            spark.table(runs).filter("batch_id = 'b5'").selectExpr("*", "'error' AS _status").drop("status") \
+                .withColumnRenamed("_status", "status").writeTo(runs).append()
+    monkeypatch.setattr(wap_etl, "fault_point", expire_and_move_the_ledger)
+    code, report = wap.run(wap.csv([{"id": 6}]), batch_id="b6", checks=[])
+    assert code == 0 and report.status == "published", report.error
+    rows = spark.table(f"{wap.sql}_wap_runs").filter("status = 'published'").groupBy("batch_id").count().collect()
+    assert {r["batch_id"]: r["count"] for r in rows} == {f"b{i}": 1 for i in range(7)}
+
+
+def test_a_snapshot_whose_file_identities_cannot_be_read_does_not_stop_a_bounded_read(wap, spark, long_ledger):
+    run_batches(wap, 5)
+    (spark.createDataFrame([(100,)], "id bigint").writeTo(wap.sql)  # another writer's, badly stamped
+     .option(f"snapshot-property.{wap_etl.FILE_IDS_PROPERTY}", "not json").append())
+    code, report = wap.run(wap.csv([{"id": 5}]), batch_id="b5", checks=[])
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 100]
