@@ -4912,10 +4912,10 @@ class Ledger:
         the ledger has `input_file_ids`), every row the table's metadata names (the run of any
         snapshot it holds, a row recording any of its snapshots, the last-publish and
         last-quarantine properties' runs) or that of a snapshot the run's walks of main read (it
-        may have expired since), and every row of
-        the runs of the newest published rows its history checks read (a few times their depth,
-        for rows of one run and rolled-back runs). Whether they decide as every row would is
-        checked where they are used (bounded_read_decides); if not, the run reads every row."""
+        may have expired since), and every row of the runs of the newest published rows its
+        history checks read (a few times their depth, for rows of one run and rolled-back runs).
+        Whether they decide as every row would is checked where they are used
+        (bounded_read_decides, newest_published); if not, the run reads every row."""
         from pyspark.sql import functions as F
         scope, newest, cutoff, cut = self.scope, set(), None, False
         snapshots = metadata_snapshots(self.spark, metadata)
