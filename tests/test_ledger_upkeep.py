@@ -300,10 +300,6 @@ def expire_all_but(spark, wap, snapshots):
               f"older_than => TIMESTAMP '9999-01-01 00:00:00', retain_last => {snapshots})").collect()
 
 
-def main_id(spark, wap):
-    return wap_etl.ref_id(wap_etl.iceberg_table(spark, wap_etl.TableRef("local", wap.ns, "orders")), "main")
-
-
 def published_snapshot(spark, wap, batch_id):
     row = (spark.table(f"{wap.sql}_wap_runs").filter(f"batch_id = '{batch_id}' AND status = 'published'")
            .select("main_snapshot_after").first())
@@ -429,7 +425,7 @@ def test_a_bounded_read_finds_an_unaudited_write_of_the_batch_kept_beyond_an_exp
     (spark.createDataFrame([(1,)], "id bigint").writeTo(wap.sql)
      .option(f"snapshot-property.{wap_etl.BATCH_PROPERTY}", "b1")
      .option(f"snapshot-property.{wap_etl.RUN_PROPERTY}", "unaudited-run").append())
-    unaudited = main_id(spark, wap)
+    unaudited = wap.refs()["main"]
     spark.sql(f"ALTER TABLE {wap.sql} CREATE TAG kept AS OF VERSION {unaudited}")
     for i in range(2, 8):
         code, report = wap.run(wap.csv([{"id": i}]), batch_id=f"b{i}", checks=[])
