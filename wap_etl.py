@@ -2423,9 +2423,9 @@ class _Parser:
     def analyzer(self):
         """One analyzer (a rule type and its parameters, no condition): its recorded checks."""
         start, tok = self.i, self.take()
-        if tok.kind != "word" or tok.text not in _ANALYZERS:
+        if tok.kind != "word" or tok.text not in ANALYZERS:
             raise _error(tok, f"{_describe(tok)} is not supported as an analyzer; "
-                              f"supported: {', '.join(sorted(_ANALYZERS))}")
+                              f"supported: {', '.join(ANALYZERS)}")
         params = []
         while _is_param(self.peek()) or self.at("of", "and") and _is_param(self.peek(1)):
             if self.at("of", "and"):
@@ -2433,7 +2433,7 @@ class _Parser:
             params.append(self.take())
         name = self.text(start)
         return [{"name": name + (f" ({spec.pop('part')})" if "part" in spec else ""), **spec, "action": RECORD}
-                for spec in _ANALYZERS[tok.text](_Rule(tok, params, None, None, None, record=True))]
+                for spec in RULE_TYPES[tok.text].analyzer(_Rule(tok, params, None, None, None, record=True))]
 
     def section(self, name):
         """Metadata = { "Version": "1.0" } or DataSources = { "Primary": "...", ... }: a
@@ -2588,14 +2588,14 @@ class _Parser:
         tok = self.take()
         if tok.kind != "word":
             raise _error(tok, f"expected a rule type but found {_describe(tok)}")
-        if tok.text not in _HANDLERS:
-            raise _error(tok, f"rule type {tok.text!r} is not supported; "
-                              f"supported: {', '.join(sorted(_HANDLERS))}")
+        if tok.text not in RULES:
+            raise _error(tok, f"rule type {tok.text!r} is not supported; supported: {', '.join(RULES)}")
+        kind = RULE_TYPES[tok.text]
         params = []
         while True:   # parameters: "quoted" or bare names or $variables, optionally after 'of'/'and'
             # DetectAnomalies of RowCount: a rule type, bare, as its first parameter
             rule_name = lambda ahead: (tok.text == "DetectAnomalies" and not params
-                                       and self.peek(ahead).kind == "word" and self.peek(ahead).text in _HANDLERS)
+                                       and self.peek(ahead).kind == "word" and self.peek(ahead).text in RULES)
             if self.at("of", "and") and (_is_param(self.peek(1)) or self.at("$", ahead=1) or rule_name(1)):
                 self.take()
             if rule_name(0):
@@ -2628,17 +2628,17 @@ class _Parser:
                     raise _error(word, "'labels' given twice")
                 labels = self.labels(self.default_labels)
                 continue
-            if word.text.lower() == "with" and self.peek().text in _TAGS.get(tok.text, ()):
+            if word.text.lower() == "with" and self.peek().text in kind.tags:
                 if self.peek().text in tags:
                     raise _error(self.peek(), f"'with {self.peek().text}' given twice")
                 tag = self.take()
                 tags[tag.text] = self.condition(list_after_equals=tag.text == "filterOrder")
                 continue
-            allowed = _WHERE_OK if word.text.lower() == "where" else _THRESHOLD_OK
-            if word.text.lower() == "with" and self.peek().text.lower() != "threshold" and _TAGS.get(tok.text):
-                options = ", ".join(_TAGS[tok.text] + (("threshold",) if tok.text in allowed else ()))
+            allowed = kind.where if word.text.lower() == "where" else kind.threshold
+            if word.text.lower() == "with" and self.peek().text.lower() != "threshold" and kind.tags:
+                options = ", ".join(kind.tags + (("threshold",) if allowed else ()))
                 raise _error(self.peek(), f"{tok.text} has no option {self.peek().text!r} (it takes {options})")
-            if tok.text not in allowed:
+            if not allowed:
                 raise _error(word, f"'{word.text}' is not supported for {tok.text}")
             if word.text.lower() == "where" and where is None:
                 where = self.take()
@@ -2650,7 +2650,7 @@ class _Parser:
             else:
                 raise _error(word, f"'{word.text}' given twice")
         rule = _Rule(tok, params, cond, where, threshold, tags)
-        check = _HANDLERS[tok.text](rule)
+        check = kind.to_check(rule)
         if where is not None:
             check["where"] = where.value
         if threshold is not None:  # failFast = "true": Glue fails on the first failing file, so no share
@@ -2921,7 +2921,7 @@ def evaluate_dynamic(expr, history):
 
 def _is_param(tok):
     return tok.kind == "string" or (tok.kind == "word" and tok.text.lower() not in _KEYWORDS
-                                    and tok.text not in _HANDLERS)  # a rule type: a missing comma before it
+                                    and tok.text not in RULES)  # a rule type: a missing comma before it
 
 
 def _describe(tok):
@@ -3062,13 +3062,6 @@ def _completeness(rule):
             if b.get(old + "_exclusive"):
                 flipped[new + "_exclusive"] = True
     return _stat(column, "null_fraction", flipped)
-
-
-def _uniqueness(rule):
-    # Uniqueness = rows whose value occurs exactly once / rows with a value, as Deequ (which Glue
-    # DQ builds on) counts them: a ratio with its own denominator, so a stat, not unique with a
-    # tolerance.
-    return _stat(_columns(rule, one=False), "unique_fraction", _bounds(rule))
 
 
 def _column_names_match_pattern(rule):
@@ -3568,16 +3561,6 @@ def _file_match(rule):
     return spec
 
 
-# DetectAnomalies' metrics: the statistics each rule measures (Glue's for ColumnLength and
-# ColumnValues: the shortest and longest value, the smallest and largest), how many columns it names.
-_ANOMALY_METRICS = {"RowCount": ("row_count", 0), "ColumnCount": ("column_count", 0),
-                    "ColumnLength": (("min_length", "max_length"), 1), "ColumnValues": (("min", "max"), 1),
-                    "Completeness": ("null_fraction", 1), "Uniqueness": ("unique_fraction", 1),
-                    "Mean": ("mean", 1), "Sum": ("sum", 1), "StandardDeviation": ("stddev_pop", 1),
-                    "Entropy": ("entropy", 1), "DistinctValuesCount": ("distinct_count", 1),
-                    "UniqueValueRatio": ("unique_value_ratio", 1), "ColumnCorrelation": ("correlation", 2)}
-
-
 def _detect_anomalies(rule):
     # The metric against its history in the run ledger (the anomaly check); Completeness as the
     # null fraction, whose distance from the median is the same. Two metrics: both (a composite).
@@ -3587,10 +3570,12 @@ def _detect_anomalies(rule):
         if len(rule.params) != 2 or rule.params[1].kind != "string":
             raise _error(rule.tok, 'DetectAnomalies "CustomSql" takes one quoted SQL statement')
         return {"check": "anomaly", "metric": "sql", "query": _batch_alias(names[1])}
-    if not names or names[0] not in _ANOMALY_METRICS:
+    watched = [name for name, kind in RULE_TYPES.items() if kind.metric and kind.detected]
+    if not names or names[0] not in watched:
         raise _error(rule.params[0] if rule.params else rule.tok,
-                     f"DetectAnomalies takes a rule name: {', '.join(_ANOMALY_METRICS)}, CustomSql")
-    stats, arity = _ANOMALY_METRICS[names[0]]
+                     f"DetectAnomalies takes a rule name: {', '.join(watched)}, CustomSql")
+    stats, arity = RULE_TYPES[names[0]].metric
+    arity = 1 if arity is None else arity
     if len(names) - 1 != arity or not all(names[1:]):
         raise _error(rule.tok, f"DetectAnomalies \"{names[0]}\" takes {arity} column name(s)")
     checks = [{"check": "anomaly", "metric": f"{stat}:{','.join(names[1:])}" if arity else stat}
@@ -3598,65 +3583,85 @@ def _detect_anomalies(rule):
     return checks[0] if len(checks) == 1 else {"check": "composite", "op": "and", "rules": checks}
 
 
-_HANDLERS = {
-    "IsComplete": _plain("not_null"), "Completeness": _completeness, "IsUnique": _plain("unique", one=False),
-    "Uniqueness": _uniqueness, "IsPrimaryKey": _plain("primary_key", one=False), "ColumnExists": _plain("column_exists"),
-    "ColumnDataType": _column_data_type, "ColumnValues": _column_values,
-    "ColumnLength": _column_length, "RowCount": _row_count, "Mean": _stat_rule("mean"),
-    "Sum": _stat_rule("sum"), "StandardDeviation": _stat_rule("stddev_pop"),
-    "DistinctValuesCount": _stat_rule("distinct_count"), "CustomSql": _custom_sql,
-    "Variance": _stat_rule("variance"), "Entropy": _stat_rule("entropy"),
-    "UniqueValueRatio": _stat_rule("unique_value_ratio"), "ColumnCount": _stat_rule("column_count", 0),
-    "ColumnCorrelation": _stat_rule("correlation", 2),
-    "ColumnNamesMatchPattern": _column_names_match_pattern,
-    "ReferentialIntegrity": _referential_integrity, "DataFreshness": _data_freshness,
-    "RowCountMatch": _reference_rule("row_count_match"), "SchemaMatch": _reference_rule("schema_match"),
-    "AggregateMatch": _aggregate_match, "DatasetMatch": _dataset_match,
-    "FileFreshness": _file_freshness, "FileSize": _file_size, "FileUniqueness": _file_uniqueness,
-    "FileMatch": _file_match, "DetectAnomalies": _detect_anomalies}
-# From awslabs/dqdl rules-config.json: which rule types accept a where clause / a threshold.
-_WHERE_OK = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "Uniqueness", "IsUnique",
-             "Mean", "Sum", "StandardDeviation", "DistinctValuesCount", "ColumnLength",
-             "IsPrimaryKey", "ColumnValues", "DataFreshness", "Variance", "Entropy",
-             "UniqueValueRatio", "ColumnCorrelation"}
-_THRESHOLD_OK = {"ColumnValues", "ColumnDataType", "FileFreshness", "FileSize", "CustomSql"}
-# with <tag> = "value" (or in [...]), besides with threshold
-_TAGS = {"ColumnValues": ("ignoreCase",),
-         "FileFreshness": ("recentFiles", "uriRegex", "filterOrder", "timeZone", "failFast"),
-         "FileSize": ("recentFiles", "uriRegex", "filterOrder", "failFast"),
-         "FileUniqueness": ("recentFiles", "uriRegex", "filterOrder"),
-         "FileMatch": ("hashAlgorithm", "matchFileName", "recentFiles", "uriRegex", "filterOrder")}
-_SECTION_KEYS = {"Metadata": ("Version",), "DataSources": ("Primary", "AdditionalDataSources")}
+@dataclass(frozen=True)
+class RuleType:
+    """One DQDL rule type, as awslabs/dqdl's rules-config.json lists it: `to_check` makes its check
+    spec from a _Rule (None: an analyzer only); whether it takes `where` and `with threshold`, and
+    its other `with` tags. `metric`: the statistic (or pair of them, as Glue has ColumnValues' and
+    ColumnLength's) it measures and how many columns it names (0: the table's, None: one or more),
+    which an Analyzers block records and, if `detected`, DetectAnomalies watches; an Analyzers block
+    records `recorded(rule)` instead where given, or with `records_rule` the value its rule compares."""
+    to_check: object = None
+    where: bool = False
+    threshold: bool = False
+    tags: tuple = ()
+    metric: tuple = None
+    detected: bool = True
+    recorded: object = None
+    records_rule: bool = False
 
-
-def _recorded(stat, columns=1):
-    """An analyzer of a statistic (or a tuple of them) of `columns` columns (0: of the table,
-    None: one or more)."""
-    def specs(rule):
+    def analyzer(self, rule):
+        """The checks an Analyzers block records for this rule type (action record)."""
+        if self.recorded is not None or self.records_rule:
+            return self.recorded(rule) if self.recorded is not None else [self.to_check(rule)]
+        stat, columns = self.metric
         names = _stat_columns(rule, columns)
         if names is None:
             return [{"check": "row_count"} if stat == "row_count" else {"check": "stat", "stat": stat}]
         if isinstance(stat, tuple):
             return [{**_stat(names, one, {}), "part": one} for one in stat]
         return [_stat(names, stat, {})]
-    return specs
+
+    @property
+    def analyzed(self):
+        return self.metric is not None or self.recorded is not None or self.records_rule
 
 
-# Analyzers = [ ... ]: each becomes checks with action record (measured, in the ledger, no verdict).
-_ANALYZERS = {
-    "RowCount": _recorded("row_count", 0), "ColumnCount": _recorded("column_count", 0),
-    "Completeness": _recorded("null_fraction"), "Uniqueness": _recorded("unique_fraction", None),
-    "Mean": _recorded("mean"), "Sum": _recorded("sum"), "StandardDeviation": _recorded("stddev_pop"),
-    "Variance": _recorded("variance"), "Entropy": _recorded("entropy"), "ColumnValues": _recorded(("min", "max")),
-    "DistinctValuesCount": _recorded("distinct_count", None), "UniqueValueRatio": _recorded("unique_value_ratio"),
-    "ColumnCorrelation": _recorded("correlation", 2), "ColumnLength": _recorded(("min_length", "max_length")),
-    "CustomSql": lambda rule: [{"check": "sql", "query": _batch_alias(*_strings(rule, "one quoted SQL statement", 1))}],
-    "AllStatistics": lambda rule: [{"check": "profile", "column": "*" if _columns(rule) == "AllColumns" else _columns(rule)}],
-    # the comparisons with a reference dataset record the value their rule would compare
-    **{name: (lambda handler: lambda rule: [handler(rule)])(_HANDLERS[name])
-       for name in ("RowCountMatch", "SchemaMatch", "AggregateMatch", "DatasetMatch", "ReferentialIntegrity")}}
+def _stat_type(stat, columns=1, detected=True):
+    """A rule type that is a statistic of `columns` columns, bounded by its condition."""
+    return RuleType(_stat_rule(stat, columns), where=columns != 0, metric=(stat, columns), detected=detected)
 
 
+_FILE_TAGS = ("recentFiles", "uriRegex", "filterOrder")
+RULE_TYPES = {
+    "IsComplete": RuleType(_plain("not_null"), where=True),
+    "Completeness": RuleType(_completeness, where=True, metric=("null_fraction", 1)),
+    "IsUnique": RuleType(_plain("unique", one=False), where=True),
+    # Uniqueness = rows whose value occurs exactly once / rows with a value, as Deequ (which Glue DQ
+    # builds on) counts them: a ratio with its own denominator, so a stat, not unique with a tolerance
+    "Uniqueness": _stat_type("unique_fraction", None),
+    "IsPrimaryKey": RuleType(_plain("primary_key", one=False), where=True),
+    "ColumnExists": RuleType(_plain("column_exists")),
+    "ColumnDataType": RuleType(_column_data_type, where=True, threshold=True),
+    "ColumnValues": RuleType(_column_values, where=True, threshold=True, tags=("ignoreCase",),
+                             metric=(("min", "max"), 1)),
+    "ColumnLength": RuleType(_column_length, where=True, metric=(("min_length", "max_length"), 1)),
+    "RowCount": RuleType(_row_count, where=True, metric=("row_count", 0)),
+    "Mean": _stat_type("mean"), "Sum": _stat_type("sum"), "StandardDeviation": _stat_type("stddev_pop"),
+    "DistinctValuesCount": _stat_type("distinct_count", None),
+    "CustomSql": RuleType(_custom_sql, threshold=True, recorded=lambda rule: [
+        {"check": "sql", "query": _batch_alias(*_strings(rule, "one quoted SQL statement", 1))}]),
+    "Variance": _stat_type("variance", detected=False), "Entropy": _stat_type("entropy"),
+    "UniqueValueRatio": _stat_type("unique_value_ratio"),
+    "ColumnCount": _stat_type("column_count", 0), "ColumnCorrelation": _stat_type("correlation", 2),
+    "ColumnNamesMatchPattern": RuleType(_column_names_match_pattern),
+    "ReferentialIntegrity": RuleType(_referential_integrity, records_rule=True),
+    "DataFreshness": RuleType(_data_freshness, where=True),
+    "RowCountMatch": RuleType(_reference_rule("row_count_match"), records_rule=True),
+    "SchemaMatch": RuleType(_reference_rule("schema_match"), records_rule=True),
+    "AggregateMatch": RuleType(_aggregate_match, records_rule=True),
+    "DatasetMatch": RuleType(_dataset_match, records_rule=True),
+    "FileFreshness": RuleType(_file_freshness, threshold=True, tags=_FILE_TAGS + ("timeZone", "failFast")),
+    "FileSize": RuleType(_file_size, threshold=True, tags=_FILE_TAGS + ("failFast",)),
+    "FileUniqueness": RuleType(_file_uniqueness, tags=_FILE_TAGS),
+    "FileMatch": RuleType(_file_match, tags=("hashAlgorithm", "matchFileName") + _FILE_TAGS),
+    "DetectAnomalies": RuleType(_detect_anomalies),
+    "AllStatistics": RuleType(recorded=lambda rule: [
+        {"check": "profile", "column": "*" if _columns(rule) == "AllColumns" else _columns(rule)}]),
+}
+RULES = tuple(sorted(name for name, kind in RULE_TYPES.items() if kind.to_check))
+ANALYZERS = tuple(sorted(name for name, kind in RULE_TYPES.items() if kind.analyzed))
+_SECTION_KEYS = {"Metadata": ("Version",), "DataSources": ("Primary", "AdditionalDataSources")}
 
 
 def dqdl_string(text):
@@ -7181,12 +7186,15 @@ class Audit:
     staged_df: object  # the staged rows
     parent: int  # main before this run
     ledger: object
-    row: dict  # the shared pass: metric name -> value ("rows": the staged rows)
-    proof: Proof  # what the staged files' metrics decided
-    whole_table: object = None
-    staged_id: int = None
+    row: dict = None  # the shared pass: metric name -> value ("rows": the staged rows)
+    proof: Proof = None  # what the staged files' metrics decided
+    whole_table: object = None  # the whole staged snapshot, when the batch replaces or updates rows
+    staged_id: int = None  # the staged snapshot: the table a `sql` check's {table} reads
     groups: dict = field(default_factory=dict)  # (columns, where) -> value_groups, computed once
     files: dict = field(default_factory=dict)  # the batch's source files: normalized path -> pin
+    dropped: dict = field(default_factory=dict)  # drop checks' quarantined rows, by check name
+    rows_dropped: int = 0  # rows the drop checks quarantined, in all
+    rows_read: int = None  # rows read from the source, before the drops
 
     @property
     def total(self):
@@ -7208,21 +7216,19 @@ class Audit:
         return self.groups[key]
 
 
-def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whole_table=None,
-          metrics=None, rows_dropped=0, proof_snapshot=None, rows_read=None, staged_id=None, input_files=None):
-    """Evaluate every check against the staged rows: each metric is computed once, in one shared
-    Spark job (or proven from the files' metrics), and each check's condition is judged on it.
+def audit(a, checks, proof_snapshot=None, metrics=None):
+    """Evaluate every check against the staged rows of `a` (an Audit of its inputs; the shared
+    pass's answers are filled in): each metric is computed once, in one shared Spark job (or
+    proven from the files' metrics), and each check's condition is judged on it.
 
-    `metrics`, when given, are the row aggregates observed while the write itself ran (already
-    matched against the snapshot's record count), so the staged rows need no second scan.
-    `whole_table` (the whole staged snapshot) is given when the batch replaces or updates rows:
-    `unique` then looks for duplicates across it, since keys on main may be replaced legitimately.
     `proof_snapshot`: the staged snapshot whose added files are exactly the audited rows (append,
     overwrite_partitions); what their metrics prove is not scanned at all.
-    `staged_id`: the staged snapshot, the table a `sql` check's {table} reads.
-    `input_files`: the batch's source files, which the file rules read ({path: its pin, file_pin}).
+    `metrics`, when given, are the row aggregates observed while the write itself ran (already
+    matched against the snapshot's record count), so the staged rows need no second scan.
+    `a.whole_table` is given when the batch replaces or updates rows: `unique` then looks for
+    duplicates across it, since keys on main may be replaced legitimately.
     """
-    dropped_counts = dropped_counts or {}
+    spark, t, staged_df, ledger = a.spark, a.t, a.staged_df, a.ledger
     composites, checks = checks, leaf_checks(checks)  # a composite's rules are audited as any check
     dynamic = {c.name: with_history(c, ledger) for c in checks if c.condition and c.condition.dynamic}
     checks = [dynamic[c.name][0] if c.name in dynamic else c for c in checks]
@@ -7254,14 +7260,14 @@ def audit(spark, t, checks, staged_df, parent, ledger, dropped_counts=None, whol
     else:  # a small append (the incremental read of its own files) in one task: its aggregate
         # needs no exchange, so it is one job, not two. Not overwrite_partitions (whole_table):
         # its staged rows are a join over the whole table's files, which one task would scan alone.
-        one_task = small and whole_table is None
+        one_task = small and a.whole_table is None
         row, how = scan_metrics(staged_df.coalesce(1) if one_task else staged_df, aggs), "scan"
-    a = Audit(spark, t, staged_df, parent, ledger, row, proof, whole_table, staged_id, files=input_files or {})
+    a.row, a.proof = row, proof
     results = {}
     for c in checks:
         if c.action == "drop":  # its offending rows never reached the branch: quarantined
-            dropped = dropped_counts.get(c.name, 0)  # of the rows read, or of those meeting `where`
-            read = dropped + a.in_rows(c) if c.where else rows_read or a.total + rows_dropped
+            dropped = a.dropped.get(c.name, 0)  # of the rows read, or of those meeting `where`
+            read = dropped + a.in_rows(c) if c.where else a.rows_read or a.total + a.rows_dropped
             limited = c.max_failing_rows is not None or c.max_failing_fraction is not None
             result = dict(check_result(c, dropped if limited else 0, read), decided_by="scan")
             result["failing_rows"] = dropped
@@ -7406,15 +7412,14 @@ def audit_keys(a, c):
     """unique, primary_key: the key range from the files' bounds or the pass prunes the look-up."""
     bounds = a.proof.keys.get(c.name) or [(plain(a.row[key_bound(c, j, "lo")]), plain(a.row[key_bound(c, j, "hi")]))
                                           for j in range(len(c.columns))]
-    return audit_unique(a.spark, a.t, c, a.staged_df, a.parent, a.in_rows(c), bounds, a.whole_table,
-                        a.row.get(null_key_metric(c)) or 0, a.row.get(key_list_metric(c)))
+    return audit_unique(a, c, bounds, a.row.get(null_key_metric(c)) or 0, a.row.get(key_list_metric(c)))
 
 
 def null_key_metric(c):
     return metric_name("nullkey", c.columns, c.where)
 
 
-def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None, null_keys=0, gathered=None):
+def audit_unique(a, c, bounds, null_keys=0, gathered=None):
     """Duplicates within the batch, plus batch keys already on main; reads only the key columns.
     A primary_key also fails its rows with a NULL in the key (`null_keys`, counted in the row pass).
 
@@ -7422,11 +7427,12 @@ def audit_unique(spark, t, c, staged_df, parent, total, bounds, whole_table=None
     proves the batch's keys distinct, the check passes without a key shuffle. Otherwise (or if
     the proof fails) the keys are grouped, which counts the offending rows and samples them."""
     from pyspark.sql import functions as F
+    spark, t, parent, whole_table, total = a.spark, a.t, a.parent, a.whole_table, a.in_rows(c)
     keys = [col(k) for k in c.columns]
     not_null = F.lit(True)
     for k in keys:
         not_null = not_null & k.isNotNull()
-    scope = rows_in_scope(staged_df if whole_table is None else whole_table, c)
+    scope = rows_in_scope(a.staged_df if whole_table is None else whole_table, c)
     names = [f"k{i}" for i in range(len(keys))]
     batch_keys = scope.select(*[k.alias(n) for k, n in zip(keys, names)]).filter(not_null)
     existing = None
@@ -10104,11 +10110,11 @@ def audit_staged(run, batch_df, staged, dropped_counts, metrics):
         staged_df = read_staged(spark, t, staged.snapshot_id, staged.parent_id, p.mode,
                                 batch_df, p, staged.summary)
         whole = read_snapshot(spark, t, staged.snapshot_id) if p.mode != "append" else None
-        report.checks, report.rows_written = audit(
-            spark, t, checks, staged_df, staged.parent_id, ledger, dropped_counts, whole, metrics,
-            report.rows_dropped or 0, staged.snapshot_id if p.mode != "merge" else None,
-            report.rows_read, staged_id=staged.snapshot_id,
-            input_files=run.batch.input_pins)
+        a = Audit(spark, t, staged_df, staged.parent_id, ledger, whole_table=whole, staged_id=staged.snapshot_id,
+                  files=run.batch.input_pins, dropped=dropped_counts or {}, rows_dropped=report.rows_dropped or 0,
+                  rows_read=report.rows_read)
+        report.checks, report.rows_written = audit(a, checks, staged.snapshot_id if p.mode != "merge" else None,
+                                                   metrics)
         report.metrics = run_metrics(report)
         report.audit_source = "write" if metrics is not None else "branch"
         if p.mode == "merge":  # staged by this run or resumed: the batch against the staged parent
@@ -10209,10 +10215,9 @@ def recheck_state(run, staged):
         stale = [c for c in stale if c.name not in kept]
         results, total = [], report.rows_written
         if stale:
-            results, total = audit(spark, t, stale, read_staged(spark, t, staged.snapshot_id, staged.parent_id,
-                                                                summary=staged.summary),
-                                   staged.parent_id, ledger, proof_snapshot=staged.snapshot_id,
-                                   staged_id=staged.snapshot_id, input_files=run.batch.input_pins)
+            staged_df = read_staged(spark, t, staged.snapshot_id, staged.parent_id, summary=staged.summary)
+            results, total = audit(Audit(spark, t, staged_df, staged.parent_id, ledger, staged_id=staged.snapshot_id,
+                                         files=run.batch.input_pins), stale, staged.snapshot_id)
         rules = {**earlier, **kept, **{r["name"]: r for r in results}}
         by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]

@@ -26,7 +26,7 @@ def test_row_checks_read_the_data_once_however_many(spark, tmp_path):
              {"check": "not_null", "column": "s"}, {"check": "row_count", "min": 1}]
     checks = wap_etl.parse_checks(specs)
     (results, total), read = records_read(
-        spark, lambda: wap_etl.audit(spark, None, checks, df, None, ledger=None))
+        spark, lambda: wap_etl.audit(wap_etl.Audit(spark, None, df, None, None), checks))
     assert total == 2000 and all(r["passed"] for r in results)
     assert read == 2000
 

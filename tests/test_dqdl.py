@@ -415,7 +415,7 @@ REFERENCE_RULE_TYPES = {  # awslabs/dqdl rules-config.json's rule types that app
 
 
 def test_every_rule_type_of_the_reference_grammar_is_supported():
-    assert REFERENCE_RULE_TYPES <= set(wap_etl._HANDLERS)
+    assert REFERENCE_RULE_TYPES <= set(wap_etl.RULES)
 
 
 def test_missing_bracket():

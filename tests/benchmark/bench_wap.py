@@ -269,7 +269,7 @@ def profile_audit(spark, table, report):
     profile = {}
     for name, subset in groups.items():
         profile[name] = round(timed(lambda: wap_etl.audit(
-            spark, t, subset, staged_df, report.main_snapshot_before, ledger))[0], 3)
+            wap_etl.Audit(spark, t, staged_df, report.main_snapshot_before, ledger), subset))[0], 3)
     return profile
 
 
