@@ -987,6 +987,7 @@ class Check:
     match_file_name: bool = False  # file_match with compare_path: files paired by name, not content only
     on_share: bool = False  # relationship with a condition (or recorded): judged on the share of rows with a match
     time_zone: str = None  # file_freshness: the zone its times of day are in (default UTC; dates stay UTC)
+    reads_tables: bool = False  # its row condition (expr, where) holds a subquery: found at validation
 
     @property
     def row_level(self):
@@ -999,8 +1000,10 @@ class Check:
     @property
     def reads_state(self):
         """Its verdict depends on more than the staged rows: on main, another table or the ledger
-        (its kind's reads, or a dynamic condition's history), or a composite's rule does."""
-        return any(KINDS[c.check].reads is not None or c.reads_metrics for c in leaf_checks([self]))
+        (its kind's reads, a subquery in its condition, or a dynamic condition's history), or a
+        composite's rule does."""
+        return any(KINDS[c.check].reads is not None or c.reads_tables or c.reads_metrics
+                   for c in leaf_checks([self]))
 
     @property
     def reads_history(self):
@@ -1664,7 +1667,7 @@ def validate_checks_against(spark, checks, df, t):
             if name.lower() not in v.types:
                 raise bad_input(f"{label}: unknown column {name!r}; columns: {', '.join(df.columns)}")
         if c.where:
-            check_condition(spark, df, f"{label}: where", c.where)
+            c.reads_tables = check_condition(spark, df, f"{label}: where", c.where)
         if KINDS[c.check].validate:
             KINDS[c.check].validate(v, c, label)
         if c.query:
@@ -1796,7 +1799,7 @@ def spark_timestamp_text(value):
 
 
 def valid_expression(v, c, label):
-    check_condition(v.spark, v.df, f"{label}: expression", c.expr)
+    c.reads_tables = check_condition(v.spark, v.df, f"{label}: expression", c.expr) or c.reads_tables
 
 
 def valid_schema(v, c, label):
@@ -2036,7 +2039,8 @@ def unsafe_part(spark, tree):
 def check_condition(spark, df, what, text):
     """Bad input unless `text` is a row condition over df: boolean, no aggregate or window
     function, and only reading (checked on the analysed expression, where every function call
-    and subquery is resolved; analysis runs nothing)."""
+    and subquery is resolved; analysis runs nothing). True if it holds a subquery: it reads a
+    table (or view) besides the row."""
     from pyspark.sql import functions as F, types as T
     try:
         df.where(F.expr(text)).schema  # refuses aggregates and window functions
@@ -2058,6 +2062,7 @@ def check_condition(spark, df, what, text):
     if unread is not None:
         raise bad_input(f"{what}: {unread[0]!r} is not a {unread[1]} (Spark reads it as NULL, so every "
                         "comparison with it would be NULL)")
+    return bool(java(spark._jvm, f"{CATALYST}.expressions.SubqueryExpression").hasSubquery(condition))
 
 
 def unreadable_literal(spark, expression):
@@ -4608,15 +4613,41 @@ class Ancestry:
     def __post_init__(self):
         self.ids = {m.snapshot_id for m in self.marks}
 
-    def holds(self, publish):
+    def holds(self, publish, parent_of=lambda snapshot_id: None):
         """True if the publish is on main; False if provably not (rolled back): the ancestry reaches
-        its parent (even the expired ancestor it stops at), or its start, without it. Not provable
-        either way (the ancestry ends before its parent): on main, since a duplicate is worse than
-        a reload."""
+        its parent (even the expired ancestor it stops at), or its start, without it, or its parent
+        is provably not on main either (a rollback of several publishes in a row; `parent_of`: a
+        snapshot's parent as known). Not provable either way (the ancestry ends before its parent):
+        on main, since a duplicate is worse than a reload."""
         if publish.snapshot_id in self.ids:
             return True
-        return not (self.whole or publish.parent_id in self.ids
-                    or (publish.parent_id is not None and publish.parent_id == self.end))
+        return not (self.whole or self.left_behind(publish.parent_id, parent_of))
+
+    def left_behind(self, parent, parent_of):
+        """True if a snapshot off the walk whose parent is `parent` cannot be on main: the walk
+        passes `parent` (or stops at it) through another child, or `parent` is off the walk too
+        and, by its own parent, cannot be on main. (An ancestor beyond where the walk stopped
+        never leads back to the walk: its parents are older still.)"""
+        seen = set()
+        while parent is not None and parent not in seen:
+            if parent in self.ids or parent == self.end:
+                return True
+            seen.add(parent)
+            parent = parent_of(parent)
+        return False
+
+
+def parent_lookup(metadata, records):
+    """A snapshot's parent as this job recorded it (`records`: Marks of its consuming runs) or as
+    the table's metadata holds it (asked once per snapshot); None if neither knows the snapshot."""
+    parents = {m.snapshot_id: m.parent_id for m in records if m.snapshot_id is not None}
+
+    def parent_of(snapshot_id):
+        if snapshot_id not in parents:
+            snapshot = metadata.snapshot(snapshot_id)
+            parents[snapshot_id] = None if snapshot is None else snapshot.parentId()
+        return parents[snapshot_id]
+    return parent_of
 
 
 class History:
@@ -6203,9 +6234,17 @@ def row_metrics(checks):
     for c in leaf_checks(checks):
         if c.where:  # the rows the check applies to: its failing fraction is of these
             aggs[scope_metric(c)] = F.sum(in_scope(c).cast("long"))
-        if c.action != "drop":
+        if c.action != "drop" or resplit(c):
             aggs.update(KINDS[c.check].needs(c))
     return [agg.alias(name) for name, agg in aggs.items()]
+
+
+def resplit(c):
+    """A drop check whose condition reads a table (a subquery: `id NOT IN (SELECT id FROM <this
+    table>)`): the batch was split against that table as it was, and it may have changed by the
+    audit (main moved between the split and the stage, or before a rebase). Its staged rows are
+    counted again: any that meet it now fail the audit, and a rerun splits the batch afresh."""
+    return c.action == "drop" and c.reads_tables
 
 
 def stat_aggregate(c):
@@ -7272,6 +7311,12 @@ def audit(a, checks, proof_snapshot=None, metrics=None):
             result = dict(check_result(c, dropped if limited else 0, read), decided_by="scan")
             result["failing_rows"] = dropped
             result["failing_fraction"] = round(dropped / read, 6) if read else 0.0
+            left = (pushed.get(c.name, a.row.get(fail_metric(c))) if resplit(c) and c.name not in proof.proven
+                    else 0)
+            if left:  # the tables its condition reads changed after the split
+                result.update(passed=False, detail=f"{left} staged rows meet it against the tables it reads "
+                                                   "now (they changed after the batch was split): rerun to "
+                                                   "split the batch again")
         elif c.name in proof.proven and c.row_level:  # no file (or row group) can hold a failing row
             result = dict(check_result(c, 0, a.total),
                           decided_by="row_groups" if c.name in proof.by_row_groups else "metadata")
@@ -8037,11 +8082,13 @@ def consumed_publishes(spark, t, ledger, history, metadata=None, head=None):
                    and (len(chains.get(m.snapshot_id, ())) > 1
                         or chains.get(m.snapshot_id) and m.source_id not in listed)]
     known = ledger.known(metadata)
+    parent_of = parent_lookup(metadata, recorded + list(known.values()))
     found, off_main = list(ours), []
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
         if m.snapshot_id in seen:  # a copy on main whose source expired is not: its record names the batch
             continue
-        if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m) and not rolled_back(m)):
+        if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m, parent_of)
+                                                                    and not rolled_back(m)):
             found.append(m)
         elif m.status == "published":
             off_main.append(m)
@@ -8079,8 +8126,10 @@ def bounded_read_decides(ledger, metadata, ancestry, copied, records, oldest):
     batch published long ago, or rolled back; a write of it that reached main unaudited) and of
     the newest publishes' records (rolled back or not: an expired snapshot never is; one that
     exists and is off main is if it is newer than the walk's `oldest` snapshot)."""
+    parent_of = parent_lookup(metadata, records)
+
     def off_main(parent):
-        return parent is not None and (parent in ancestry.ids or parent == ancestry.end)
+        return ancestry.left_behind(parent, parent_of)
     for snapshot_id, parent in ledger.bounded.batch_snapshots.items():
         if snapshot_id not in ancestry.ids and snapshot_id not in copied and not off_main(parent):
             return False
@@ -9785,7 +9834,8 @@ def publish_batch(run, source, paths):
             report.table_uuid = str(table.uuid().toString())
             ledger.identify(report.table_uuid)
             report.main_snapshot_before = main = ref_id(table, "main")
-        staged = resume(spark, p, t, batch, table, main)
+        # (a drop check that reads a table split the batch against it as it is now: not resumed)
+        staged = None if any(resplit(c) for c in checks) else resume(spark, p, t, batch, table, main)
         if staged is not None:
             staged.last_publish = newest_publish(table)
         dropped_counts = {}
@@ -10067,7 +10117,9 @@ def stage(run, df):
             retain = create_branch(spark, t, batch.branch, table.snapshot(main), p.branch_retention_days)
         since_ms = int(time.time() * 1000)
         fault_point("before_write")
-        aggs = row_metrics(run.checks) if p.audit_source == "write" else None
+        # observed in the write unless a condition holds a subquery (Spark observes none): then scanned
+        observe = p.audit_source == "write" and not any(c.reads_tables for c in leaf_checks(run.checks))
+        aggs = row_metrics(run.checks) if observe else None
         try:
             observation = write_branch(spark, p, t, df, batch, aggs)
         except Exception as e:
@@ -10155,7 +10207,7 @@ def measured_alone(c, result):
     """True if a rule's value is the batch's own, a statistic of its rows' values or a fact of its
     source files, and only its dynamic condition reads state: that value holds after a rebase."""
     own = c.check == "file_uniqueness" or c.check == "stat" and stat_of(c).columns != 0
-    return own and c.reads_metrics and is_number(result.get("observed"))
+    return own and c.reads_metrics and not c.reads_tables and is_number(result.get("observed"))
 
 
 def rejudged(c, result, ledger):
@@ -10203,7 +10255,7 @@ def recheck_state(run, staged):
     keep their verdicts: their rows and files are the audited ones (a source file replaced since
     could not be read again as the batch read it)."""
     spark, t, report, ledger = run.spark, run.t, run.report, run.ledger
-    recheck = [c for c in run.checks if c.reads_state and c.action != "drop"]
+    recheck = [c for c in run.checks if c.reads_state and (c.action != "drop" or resplit(c))]
     ledger.forget()  # the history checks read the ledger as it is now
     if recheck:
         await_history(recheck, staged, ledger)

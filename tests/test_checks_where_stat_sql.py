@@ -123,6 +123,53 @@ def test_relationship_is_audited_again_after_a_rebase(wap, spark, carriers, monk
     assert wap.ids() == [1, 50], "main holds none of the batch"
 
 
+def loaded_meanwhile(spark, wap, values):
+    """A fault hook: after the audit passed, before the publish, another writer loads a row."""
+    def hook(step):
+        if step == "audit":
+            spark.sql(f"INSERT INTO {wap.sql} VALUES {values}")
+    return hook
+
+
+@pytest.mark.parametrize("check", [
+    {"check": "expression", "name": "new_ids", "expr": "id NOT IN (SELECT id FROM {table})"},
+    {"check": "row_count", "name": "new_ids", "max": 0, "where": "id IN (SELECT id FROM {table})"},
+], ids=["expression", "where"])
+def test_a_row_condition_that_reads_main_is_audited_again_after_a_rebase(wap, spark, monkeypatch, check):
+    assert wap.run(ROWS[:1], checks=[])[0] == 0
+    check = {k: v.format(table=wap.sql) if isinstance(v, str) else v for k, v in check.items()}
+    monkeypatch.setattr(wap_etl, "fault_point", loaded_meanwhile(spark, wap, "(2, 'UA', 20.0, 'paid', 'yy')"))
+    code, report = wap.run(ROWS[1:], checks=[check])
+    assert report.rebases == 1, "main moved: the audited rows were rebased"
+    assert code == 3 and report.status == "audit_failed", report.error
+    assert wap.ids() == [1, 2], "main holds none of the batch"
+
+
+@pytest.mark.parametrize("moved_at", ["audit", "stage"], ids=["before_the_publish", "before_the_stage"])
+def test_a_drop_check_that_reads_main_fails_the_audit_when_main_moved_into_its_rows(wap, spark, monkeypatch,
+                                                                                    moved_at):
+    assert wap.run(ROWS[:1], checks=[])[0] == 0
+    check = {"check": "expression", "name": "new_ids", "expr": f"id NOT IN (SELECT id FROM {wap.sql})",
+             "action": "drop"}
+    loaded = loaded_meanwhile(spark, wap, "(2, 'UA', 20.0, 'paid', 'yy')")
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: loaded("audit") if step == moved_at else None)
+    code, report = wap.run(ROWS[1:], checks=[check], batch_id="b2")
+    assert code == 3 and "rerun to split the batch again" in result(report, "new_ids")["detail"], report.error
+    assert wap.ids() == [1, 2], "the row of id 2 the split kept is not published"
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    code, report = wap.run(ROWS[1:], checks=[check], batch_id="b2")  # split afresh: not the kept branch
+    assert code == 0 and report.rows_dropped == 1, report.error  # id 2, on main now
+    assert wap.ids() == [1, 2, 3, 4]
+
+
+def test_a_condition_with_a_subquery_is_audited_from_the_branch_when_the_write_observes_the_rest(wap):
+    assert wap.run(ROWS[:1], checks=[])[0] == 0
+    check = {"check": "expression", "name": "new_ids", "expr": f"id NOT IN (SELECT id FROM {wap.sql})"}
+    code, report = wap.run(ROWS[1:], checks=[check, {"check": "not_null", "column": "id"}], audit_source="write")
+    assert code == 0 and report.audit_source == "branch", report.error
+    assert wap.ids() == [1, 2, 3, 4]
+
+
 def test_every_kind_of_check_says_what_it_reads_besides_the_rows():
     assert set(wap_etl.CHECK_READS) == set(wap_etl.CHECK_PARAMS)
     rereads = {kind for kind, reads in wap_etl.CHECK_READS.items() if reads}

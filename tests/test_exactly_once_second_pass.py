@@ -1,6 +1,7 @@
 """Exactly-once, second pass: a publish is remembered through crashes and snapshot expiry, a
 table is one table under any alias, what main no longer holds was not published, and a batch
 id names one input. Crashes are real processes killed with WAP_FAULT_AFTER."""
+import logging
 import os
 from datetime import datetime, timedelta, timezone
 
@@ -126,6 +127,24 @@ def test_new_files_of_a_rolled_back_publish_are_new_again_after_expiry(wap, spar
     assert code == 0 and report.status == "published", report.error
     assert [os.path.basename(f) for f in report.input_files] == ["day1.csv"]
     assert wap.ids() == [0, 1]
+
+
+def test_new_files_of_two_publishes_rolled_back_in_a_row_are_new_again_after_expiry(wap, spark, tmp_path):
+    folder = tmp_path / "incoming"
+    write_csv(folder / "day0.csv", [{"id": 0, "amount": 0.0}])
+    assert wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")[0] == 0
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")  # not this job: where the rollback goes
+    before = wap.refs()["main"]
+    for day in (1, 2):
+        write_csv(folder / f"day{day}.csv", [{"id": day, "amount": float(day)}])
+        assert wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")[0] == 0
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (70, 7.0)")  # main moves on; the walk stops where 60 was
+    expire_all_but_the_last(spark, wap)
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", source_format="csv")
+    assert code == 0 and report.status == "published", report.error
+    assert sorted(os.path.basename(f) for f in report.input_files) == ["day1.csv", "day2.csv"]
+    assert wap.ids() == [0, 1, 2, 60, 70]
 
 
 def test_a_reused_batch_id_with_other_input_exits_2_naming_both_inputs(wap, spark):
@@ -475,6 +494,32 @@ def test_a_batch_rolled_back_to_another_engines_snapshot_comes_back_after_both_e
     code, report = wap.run(ROWS, checks=UNIQUE, batch_id="d2")
     assert code == 0 and report.status == "published", report.error
     assert wap.ids() == [0, 1, 2, 3, 4, 5, 60, 70]
+
+
+@pytest.mark.parametrize("bounded", [False, True], ids=["whole_ledger_read", "bounded_ledger_read"])
+def test_a_rollback_of_two_publishes_in_a_row_brings_both_batches_back_after_they_expired(wap, spark, monkeypatch,
+                                                                                        caplog, bounded):
+    checks = UNIQUE
+    if bounded:  # every read bounded; a volume check's history puts d1's row among the rows read
+        monkeypatch.setenv("WAP_LEDGER_BOUNDED_FROM", "0")
+        checks = UNIQUE + [{"check": "volume", "min_ratio": 0.01, "max_ratio": 100}]
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=checks)[0] == 0
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (60, 6.0)")  # not this job: where the rollback goes
+    before = wap.refs()["main"]
+    first, second = wap.csv(ROWS[:2]), wap.csv(ROWS[2:])
+    assert wap.run(first, checks=checks, batch_id="d1")[0] == 0
+    assert wap.run(second, checks=checks, batch_id="d2")[0] == 0  # its parent is d1's publish
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {before})")
+    spark.sql(f"INSERT INTO {wap.sql} VALUES (70, 7.0)")  # main moves on from that snapshot
+    expire_all_but_the_last(spark, wap)  # both publishes expire, and the snapshot before them
+    assert spark.table(f"{wap.sql}.snapshots").filter(f"snapshot_id = {before}").count() == 0
+    caplog.set_level(logging.INFO, logger="wap_etl")
+    for path, batch_id in ((second, "d2"), (first, "d1")):
+        code, report = wap.run(path, checks=checks, batch_id=batch_id)
+        assert code == 0 and report.status == "published", (batch_id, report.status, report.error)
+    assert wap.ids() == [0, 1, 2, 3, 4, 5, 60, 70]
+    if bounded:  # decided from the bounded rows: d1's record shows d2's publish off main
+        assert "reading every row" not in caplog.text
 
 
 def test_an_unaudited_write_is_recorded_as_soon_as_a_rerun_finds_it(wap, spark, monkeypatch):
