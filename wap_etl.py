@@ -1703,12 +1703,20 @@ def valid_query(spark, c, label, df, t):
 
 def validate_staged_queries(spark, checks, plan, t):
     """A merge carries columns only its --delete_condition reads, which the staged rows (a query's
-    {batch} at the audit) lack: its queries are validated again without them."""
+    {batch} at the audit, where a drop check reading a table is counted again) lack: its queries
+    and those drop checks are validated again without them."""
     staged = plan.df.select(*[col(n) for n in plan.columns])
     if len(staged.columns) < len(plan.df.columns):
         for c in leaf_checks(checks):
             if c.query:
                 valid_query(spark, c, f"check {c.name!r}", staged, t)
+            if resplit(c):
+                try:
+                    staged.select(failing_rows_condition(c)).schema
+                except Exception as e:
+                    raise bad_input(f"check {c.name!r}: a drop check whose condition holds a subquery is "
+                                    "counted again on the staged rows, which lack the columns only "
+                                    f"--delete_condition reads ({first_line(e)})") from None
 
 
 @dataclass
@@ -4450,6 +4458,7 @@ class Batch:
     kept: int = None  # how many rows this run's drop checks kept (set with its own quarantine)
     file_ids: list = field(default_factory=list)  # one identity (path, size, content) per input file
     explicit_id: bool = False  # --batch_id named the batch (else it is the input's fingerprint)
+    dropped_rows: object = None  # this run's rows its drop checks failed, tagged (split_dropped)
 
     def __post_init__(self):
         self.quarantine_run = self.quarantine_run or self.run_id
@@ -4613,41 +4622,51 @@ class Ancestry:
     def __post_init__(self):
         self.ids = {m.snapshot_id for m in self.marks}
 
-    def holds(self, publish, parent_of=lambda snapshot_id: None):
+    def holds(self, publish, parents=None):
         """True if the publish is on main; False if provably not (rolled back): the ancestry reaches
         its parent (even the expired ancestor it stops at), or its start, without it, or its parent
-        is provably not on main either (a rollback of several publishes in a row; `parent_of`: a
-        snapshot's parent as known). Not provable either way (the ancestry ends before its parent):
-        on main, since a duplicate is worse than a reload."""
+        is provably not on main either (a rollback of several publishes in a row; `parents`: the
+        Parents known). Not provable either way (the ancestry ends before its parent): on main,
+        since a duplicate is worse than a reload."""
         if publish.snapshot_id in self.ids:
             return True
-        return not (self.whole or self.left_behind(publish.parent_id, parent_of))
+        return not (self.whole or self.left_behind(publish.parent_id, parents or Parents(None, [])))
 
-    def left_behind(self, parent, parent_of):
+    def left_behind(self, parent, parents):
         """True if a snapshot off the walk whose parent is `parent` cannot be on main: the walk
         passes `parent` (or stops at it) through another child, or `parent` is off the walk too
         and, by its own parent, cannot be on main. (An ancestor beyond where the walk stopped
-        never leads back to the walk: its parents are older still.)"""
-        seen = set()
+        never leads back to the walk: its parents are older still.) Each snapshot's answer is kept
+        in `parents` (for this ancestry): a long chain of records is followed once, not once each."""
+        chain, seen, verdict = [], set(), False
         while parent is not None and parent not in seen:
+            if parent in parents.left:
+                verdict = parents.left[parent]
+                break
             if parent in self.ids or parent == self.end:
-                return True
+                verdict = True
+                break
+            chain.append(parent)
             seen.add(parent)
-            parent = parent_of(parent)
-        return False
+            parent = parents.of(parent)
+        parents.left.update(dict.fromkeys(chain, verdict))
+        return verdict
 
 
-def parent_lookup(metadata, records):
-    """A snapshot's parent as this job recorded it (`records`: Marks of its consuming runs) or as
-    the table's metadata holds it (asked once per snapshot); None if neither knows the snapshot."""
-    parents = {m.snapshot_id: m.parent_id for m in records if m.snapshot_id is not None}
+class Parents:
+    """Snapshots' parents as this job recorded them (`records`: Marks of its consuming runs) or as
+    the table's metadata holds them (asked once per snapshot; None: neither knows it), and which
+    of them one ancestry found left behind (Ancestry.left_behind)."""
 
-    def parent_of(snapshot_id):
-        if snapshot_id not in parents:
-            snapshot = metadata.snapshot(snapshot_id)
-            parents[snapshot_id] = None if snapshot is None else snapshot.parentId()
-        return parents[snapshot_id]
-    return parent_of
+    def __init__(self, metadata, records):
+        self.metadata, self.left = metadata, {}
+        self.known = {m.snapshot_id: m.parent_id for m in records if m.snapshot_id is not None}
+
+    def of(self, snapshot_id):
+        if snapshot_id not in self.known:
+            snapshot = self.metadata.snapshot(snapshot_id) if self.metadata is not None else None
+            self.known[snapshot_id] = None if snapshot is None else snapshot.parentId()
+        return self.known[snapshot_id]
 
 
 class History:
@@ -6239,6 +6258,24 @@ def row_metrics(checks):
     return [agg.alias(name) for name, agg in aggs.items()]
 
 
+def own_quarantine(batch):
+    """This run's tagged quarantined rows, if the staged snapshot's quarantine is its own."""
+    return batch.dropped_rows if batch.quarantine_run == batch.run_id else None
+
+
+def resplit_stale(a, c):
+    """What a resplit drop check finds changed since the split: staged rows that meet it now (in
+    the shared pass), and rows of this run's quarantine it dropped that no longer do (one job);
+    "" if nothing."""
+    from pyspark.sql import functions as F
+    kept, back = a.row[fail_metric(c)], 0
+    if a.quarantined is not None:
+        back = a.quarantined.filter(F.array_contains("_wap_failed_checks", c.name)
+                                    & ~failing_rows_condition(c)).count()
+    return "; ".join(([f"{kept} staged rows meet it"] if kept else [])
+                     + ([f"{back} rows it quarantined no longer do"] if back else []))
+
+
 def resplit(c):
     """A drop check whose condition reads a table (a subquery: `id NOT IN (SELECT id FROM <this
     table>)`): the batch was split against that table as it was, and it may have changed by the
@@ -7234,6 +7271,7 @@ class Audit:
     dropped: dict = field(default_factory=dict)  # drop checks' quarantined rows, by check name
     rows_dropped: int = 0  # rows the drop checks quarantined, in all
     rows_read: int = None  # rows read from the source, before the drops
+    quarantined: object = None  # this run's own quarantined rows, tagged by split_dropped, if it holds them
 
     @property
     def total(self):
@@ -7311,12 +7349,11 @@ def audit(a, checks, proof_snapshot=None, metrics=None):
             result = dict(check_result(c, dropped if limited else 0, read), decided_by="scan")
             result["failing_rows"] = dropped
             result["failing_fraction"] = round(dropped / read, 6) if read else 0.0
-            left = (pushed.get(c.name, a.row.get(fail_metric(c))) if resplit(c) and c.name not in proof.proven
-                    else 0)
-            if left:  # the tables its condition reads changed after the split
-                result.update(passed=False, detail=f"{left} staged rows meet it against the tables it reads "
-                                                   "now (they changed after the batch was split): rerun to "
-                                                   "split the batch again")
+            if resplit(c):  # the tables its condition reads may have changed since the split
+                stale = resplit_stale(a, c)
+                if stale:
+                    result.update(passed=False, detail=f"{stale} against the tables it reads now (they changed "
+                                                       "after the batch was split): rerun to split the batch again")
         elif c.name in proof.proven and c.row_level:  # no file (or row group) can hold a failing row
             result = dict(check_result(c, 0, a.total),
                           decided_by="row_groups" if c.name in proof.by_row_groups else "metadata")
@@ -8025,6 +8062,8 @@ def decide_publish(run, staged):
     if on_main is not None:
         return Decision(Move.ALREADY_PUBLISHED, main, published_as=on_main.snapshot_id, found=on_main)
     kept_none = batch.quarantine_run == batch.run_id and batch.kept == 0  # this run's own stage
+    if changes_nothing(staged) and main != staged.parent_id and any(resplit(c) for c in run.checks):
+        return Decision(Move.RESTAGE, main)  # its drops were split against another main: audited on this one
     if changes_nothing(staged) and (main == staged.parent_id or p.mode != "merge" or kept_none):
         # (a merge's deletes may find the rows they delete on a moved main: it stages again,
         # unless it kept no rows, which change nothing on any main)
@@ -8082,12 +8121,12 @@ def consumed_publishes(spark, t, ledger, history, metadata=None, head=None):
                    and (len(chains.get(m.snapshot_id, ())) > 1
                         or chains.get(m.snapshot_id) and m.source_id not in listed)]
     known = ledger.known(metadata)
-    parent_of = parent_lookup(metadata, recorded + list(known.values()))
+    parents = Parents(metadata, recorded + list(known.values()))
     found, off_main = list(ours), []
     for m in recorded + [m for snapshot_id, m in known.items() if snapshot_id not in listed]:
         if m.snapshot_id in seen:  # a copy on main whose source expired is not: its record names the batch
             continue
-        if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m, parent_of)
+        if m.status == "quarantined" or m.snapshot_id in copied or (ancestry.holds(m, parents)
                                                                     and not rolled_back(m)):
             found.append(m)
         elif m.status == "published":
@@ -8126,10 +8165,10 @@ def bounded_read_decides(ledger, metadata, ancestry, copied, records, oldest):
     batch published long ago, or rolled back; a write of it that reached main unaudited) and of
     the newest publishes' records (rolled back or not: an expired snapshot never is; one that
     exists and is off main is if it is newer than the walk's `oldest` snapshot)."""
-    parent_of = parent_lookup(metadata, records)
+    parents = Parents(metadata, records)
 
     def off_main(parent):
-        return ancestry.left_behind(parent, parent_of)
+        return ancestry.left_behind(parent, parents)
     for snapshot_id, parent in ledger.bounded.batch_snapshots.items():
         if snapshot_id not in ancestry.ids and snapshot_id not in copied and not off_main(parent):
             return False
@@ -9809,7 +9848,7 @@ def publish_batch(run, source, paths):
                   input_fingerprint=files.fingerprint, config_fingerprint=fingerprint_config(p, checks),
                   input_files=files.paths, file_ids=files.ids, explicit_id=p.batch_id is not None,
                   track_files=p.source_files == "new", columns=list(df.columns), input_stamps=files.stamps,
-                  input_pins=files.pins)
+                  input_pins=files.pins, dropped_rows=bad)
     report.batch_id, report.branch = batch.batch_id, batch.branch
     if not batch.track_files:  # (--source_files new matches its listing against every row)
         ledger.scope = LedgerScope(batch.batch_id, tuple(batch.file_ids),
@@ -10164,7 +10203,7 @@ def audit_staged(run, batch_df, staged, dropped_counts, metrics):
         whole = read_snapshot(spark, t, staged.snapshot_id) if p.mode != "append" else None
         a = Audit(spark, t, staged_df, staged.parent_id, ledger, whole_table=whole, staged_id=staged.snapshot_id,
                   files=run.batch.input_pins, dropped=dropped_counts or {}, rows_dropped=report.rows_dropped or 0,
-                  rows_read=report.rows_read)
+                  rows_read=report.rows_read, quarantined=own_quarantine(run.batch))
         report.checks, report.rows_written = audit(a, checks, staged.snapshot_id if p.mode != "merge" else None,
                                                    metrics)
         report.metrics = run_metrics(report)
@@ -10268,8 +10307,11 @@ def recheck_state(run, staged):
         results, total = [], report.rows_written
         if stale:
             staged_df = read_staged(spark, t, staged.snapshot_id, staged.parent_id, summary=staged.summary)
+            dropped = {r["name"]: r["failing_rows"] for r in nested_results(verdicts) if r["action"] == "drop"}
             results, total = audit(Audit(spark, t, staged_df, staged.parent_id, ledger, staged_id=staged.snapshot_id,
-                                         files=run.batch.input_pins), stale, staged.snapshot_id)
+                                         files=run.batch.input_pins, dropped=dropped,
+                                         rows_dropped=report.rows_dropped or 0, rows_read=report.rows_read,
+                                         quarantined=own_quarantine(run.batch)), stale, staged.snapshot_id)
         rules = {**earlier, **kept, **{r["name"]: r for r in results}}
         by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]

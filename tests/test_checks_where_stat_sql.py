@@ -145,6 +145,23 @@ def test_a_row_condition_that_reads_main_is_audited_again_after_a_rebase(wap, sp
     assert wap.ids() == [1, 2], "main holds none of the batch"
 
 
+def test_a_statistic_whose_where_reads_a_table_is_measured_again_after_a_rebase(wap, spark, carriers, monkeypatch):
+    mean = {"check": "stat", "name": "carried_mean", "stat": "mean", "column": "amount",
+            "where": f"carrier IN (SELECT code FROM local.{carriers})",
+            "condition": {"op": "<=", "values": ["max(last(1)) * 0 + 35"]}}  # dynamic: 35 once there is history
+    assert wap.run(ROWS[:1], checks=[mean])[0] == 0
+
+    def carrier_deleted_and_main_moved(step):  # after the audit passed (mean 30), before the publish
+        if step == "audit":
+            spark.sql(f"DELETE FROM local.{carriers} WHERE code = 'UA'")
+            spark.sql(f"INSERT INTO {wap.sql} VALUES (50, 'AA', 5.0, 'new', 'q')")
+    monkeypatch.setattr(wap_etl, "fault_point", carrier_deleted_and_main_moved)
+    code, report = wap.run(ROWS[1:], checks=[mean])
+    assert report.rebases == 1
+    assert code == 3 and result(report, "carried_mean")["observed"] == 40.0, report.error  # AA's alone now
+    assert wap.ids() == [1, 50]
+
+
 @pytest.mark.parametrize("moved_at", ["audit", "stage"], ids=["before_the_publish", "before_the_stage"])
 def test_a_drop_check_that_reads_main_fails_the_audit_when_main_moved_into_its_rows(wap, spark, monkeypatch,
                                                                                     moved_at):
@@ -160,6 +177,54 @@ def test_a_drop_check_that_reads_main_fails_the_audit_when_main_moved_into_its_r
     code, report = wap.run(ROWS[1:], checks=[check], batch_id="b2")  # split afresh: not the kept branch
     assert code == 0 and report.rows_dropped == 1, report.error  # id 2, on main now
     assert wap.ids() == [1, 2, 3, 4]
+
+
+def test_a_drop_check_that_reads_main_fails_the_audit_when_rows_it_dropped_would_pass_now(wap, spark, monkeypatch):
+    assert wap.run(ROWS[:2], checks=[])[0] == 0
+    check = {"check": "expression", "name": "new_ids", "expr": f"id NOT IN (SELECT id FROM {wap.sql})",
+             "action": "drop"}
+
+    def id_2_deleted(step):  # after the audit passed, before the publish: main moves
+        if step == "audit":
+            spark.sql(f"DELETE FROM {wap.sql} WHERE id = 2")
+    monkeypatch.setattr(wap_etl, "fault_point", id_2_deleted)
+    code, report = wap.run(ROWS[1:], checks=[check], batch_id="b2")  # id 2 dropped: it was on main
+    assert code == 3 and "1 rows it quarantined no longer do" in result(report, "new_ids")["detail"]
+    assert wap.ids() == [1]
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    code, report = wap.run(ROWS[1:], checks=[check], batch_id="b2")
+    assert code == 0 and report.rows_dropped == 0, report.error
+    assert wap.ids() == [1, 2, 3, 4]
+
+
+def test_a_batch_a_drop_check_reading_main_quarantined_whole_is_audited_again_when_main_moved(wap, spark,
+                                                                                               monkeypatch):
+    assert wap.run(ROWS[:2], checks=[])[0] == 0
+    check = {"check": "expression", "name": "new_ids", "expr": f"id NOT IN (SELECT id FROM {wap.sql})",
+             "action": "drop"}
+    deleted = []
+
+    def id_2_deleted_once(step):  # after the audit passed, before the batch is consumed: main moves
+        if step == "audit" and not deleted:
+            deleted.append(spark.sql(f"DELETE FROM {wap.sql} WHERE id = 2"))
+    monkeypatch.setattr(wap_etl, "fault_point", id_2_deleted_once)
+    code, report = wap.run(ROWS[1:2], checks=[check], batch_id="b2")  # its one row is on main: dropped
+    assert code == 3 and "no longer do" in result(report, "new_ids")["detail"], report.error
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    code, report = wap.run(ROWS[1:2], checks=[check], batch_id="b2")  # not consumed: loaded now
+    assert code == 0 and report.status == "published", report.error
+    assert wap.ids() == [1, 2]
+
+
+def test_a_drop_check_that_reads_main_keeps_its_counts_through_a_rebase(wap, spark, monkeypatch):
+    assert wap.run(ROWS[:2], checks=[])[0] == 0
+    check = {"check": "expression", "name": "new_ids", "expr": f"id NOT IN (SELECT id FROM {wap.sql})",
+             "action": "drop"}
+    monkeypatch.setattr(wap_etl, "fault_point", loaded_meanwhile(spark, wap, "(50, 'AA', 5.0, 'new', 'q')"))
+    code, report = wap.run(ROWS[1:], checks=[check])
+    assert code == 0 and report.rebases == 1, report.error
+    assert result(report, "new_ids")["failing_rows"] == 1 and report.rows_dropped == 1  # id 2
+    assert wap.ids() == [1, 2, 3, 4, 50]
 
 
 def test_a_condition_with_a_subquery_is_audited_from_the_branch_when_the_write_observes_the_rest(wap):

@@ -81,6 +81,18 @@ def test_merge_query_reading_a_source_only_column_exits_2_before_writing(wap):
     assert (wap.refs(), wap.rows()) == before
 
 
+def test_merge_drop_check_with_a_subquery_on_a_source_only_column_exits_2_before_writing(wap):
+    """Counted again on the staged rows at every audit, which lack the column only --delete_condition reads."""
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    before = (wap.refs(), wap.rows())
+    cdc = [{"id": 1, "day": "d1", "amount": 1.0, "op": "D"}, {"id": 5, "day": "d3", "amount": 5.0, "op": "I"}]
+    drop = {"check": "expression", "name": "known_ops", "action": "drop",
+            "expr": "op IN (SELECT op FROM VALUES ('D'), ('I') AS ops(op))"}
+    code, report = wap.run(cdc, checks=[drop], mode="merge", merge_keys="id", delete_condition="s.op = 'D'")
+    assert code == 2 and "known_ops" in report.error and "--delete_condition" in report.error, report.error
+    assert (wap.refs(), wap.rows()) == before
+
+
 def test_merge_delete_condition_may_end_in_a_comment(wap):
     assert wap.run(DAY1, checks=POSITIVE)[0] == 0
     cdc = [{"id": 1, "day": "d1", "amount": 1.0, "op": "D"}, {"id": 5, "day": "d3", "amount": 5.0, "op": "I"}]
