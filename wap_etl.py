@@ -4544,6 +4544,7 @@ class SnapshotInfo:
     parent_id: int | None  # None for a table's first snapshot
     summary: dict
     last_publish: tuple = None
+    schema_id: int = None  # the table's schema as the batch's files were written (None: the snapshot's)
 
 
 def snapshot_info(spark, t, snapshot_id, table=None):
@@ -5539,8 +5540,9 @@ def plan_table(spark, p, t, df):
         if p.mode == "overwrite_partitions" and not p.partition_by:
             raise bad_input(UNPARTITIONED_OVERWRITE)
         return TablePlan(df=df, columns=list(df.columns), create=True)
-    if overwrites_unpartitioned(p, table):
-        raise bad_input(UNPARTITIONED_OVERWRITE)
+    refusal = overwrite_refusal(spark, p, t, table, df)
+    if refusal:
+        raise bad_input(refusal)
     schema = table_schema(spark, table)
     known = {f.name.lower() for f in schema.fields}
     extra = [f for f in df.schema.fields if f.name.lower() not in known]
@@ -5563,10 +5565,67 @@ def wap_enabled(table):
     return str(table.properties().get("write.wap.enabled") or "").lower() == "true"
 
 
-def overwrites_unpartitioned(p, table):
-    """--mode overwrite_partitions on a table with no partition field would replace more than
-    the batch's partitions."""
-    return p.mode == "overwrite_partitions" and table.spec().isUnpartitioned()
+TIME_UNITS_OF = {"year": "YEAR", "month": "MONTH", "day": "DAY", "hour": "HOUR"}  # Iceberg transform -> date_trunc
+
+
+def overwrite_refusal(spark, p, t, table, df):
+    """Why --mode overwrite_partitions would not replace exactly the batch's partitions, or None: a
+    table with no partition field (or only void ones, a v1 table's dropped fields) would be replaced
+    whole, and rows of the batch's partitions in files written under an earlier partition spec would
+    stay beside the batch's (Iceberg replaces a partition's files of the current spec only)."""
+    if p.mode != "overwrite_partitions":
+        return None
+    spec, snapshot = table.spec(), table.currentSnapshot()
+    if all(str(f.transform().toString()) == "void" for f in spec.fields()):
+        return UNPARTITIONED_OVERWRITE
+    if table.specs().size() > 1 and snapshot is not None and any(
+            m.partitionSpecId() != spec.specId() and (m.hasAddedFiles() or m.hasExistingFiles())
+            for m in snapshot.dataManifests(table.io())) and older_files_overlap(spark, t, table, df):
+        return ("--mode overwrite_partitions: main holds files written under an earlier partition spec "
+                f"(before spec {spec.specId()}) that may hold rows of the batch's partitions, which "
+                "Iceberg's overwrite would keep beside the batch's; rewrite those under the current spec "
+                "first (CALL <catalog>.system.rewrite_data_files with a `where` on those partitions and "
+                "options map('rewrite-all', 'true')), or use --mode merge")
+    return None
+
+
+def older_files_overlap(spark, t, table, df):
+    """True if a live data file of an earlier partition spec may hold a row of the batch's
+    partitions: its column bounds meet, for every identity or time partition field of the current
+    spec, the batch's range of that column widened to whole partitions (a field of another
+    transform, or a column the batch or the file leaves NULL or without bounds, meets anything;
+    time ranges are widened by a unit each side).
+    Two small Spark jobs: the batch's ranges, then the files metadata table's bounds."""
+    from pyspark.sql import functions as F
+    schema, columns = table.schema(), {c.lower(): c for c in df.columns}
+    ranges = []  # (column, unit or None, lowest, highest): what the batch's partitions span
+    for part in table.spec().fields():
+        transform, name = str(part.transform().toString()), str(schema.findColumnName(part.sourceId()))
+        if (transform == "identity" or transform in TIME_UNITS_OF) and "." not in name and name.lower() in columns:
+            ranges.append((name, TIME_UNITS_OF.get(transform), columns[name.lower()]))
+    if not ranges:
+        return True
+    aggs = []
+    for k, (name, unit, column) in enumerate(ranges):
+        c = col(column)
+        low, high = (F.min(c), F.max(c)) if unit is None else (  # a unit more each side: Iceberg's
+            F.date_trunc(unit, F.min(c)) - F.expr(f"INTERVAL 1 {unit}"),  # are UTC's, date_trunc's the
+            F.date_trunc(unit, F.max(c)) + F.expr(f"INTERVAL 2 {unit}"))  # session's time zone
+        aggs += [low.alias(f"lo{k}"), high.alias(f"hi{k}"), F.max(c.isNull().cast("int")).alias(f"null{k}")]
+    bounds = df.agg(*aggs).first()
+    files = spark.table(f"{t.sql}.files").where(f"content = 0 AND spec_id <> {table.spec().specId()}")
+    meets = F.lit(True)
+    for k, (name, unit, _) in enumerate(ranges):
+        if bounds[f"lo{k}"] is None or bounds[f"null{k}"]:
+            continue  # a NULL partition: any file may hold one
+        lower = F.col("readable_metrics").getField(name).getField("lower_bound")
+        upper = F.col("readable_metrics").getField(name).getField("upper_bound")
+        if unit is not None:
+            lower, upper = lower.cast("timestamp"), upper.cast("timestamp")
+        meets = meets & (lower.isNull() | (lower < F.lit(bounds[f"hi{k}"])) if unit else
+                         lower.isNull() | (lower <= F.lit(bounds[f"hi{k}"])))
+        meets = meets & (upper.isNull() | (upper >= F.lit(bounds[f"lo{k}"])))
+    return bool(files.where(meets).limit(1).collect())
 
 
 def mentions(condition, column):
@@ -5766,11 +5825,13 @@ def tidy_quarantine(spark, t, report, batch):
     changes the outcome."""
     def tidy():
         q = quarantine_ref(t)
-        if table_exists(spark, q):
-            spark.sql(f"DELETE FROM {q.sql} WHERE `_wap_batch_id` = {_lit(batch.batch_id)} AND "
-                      f"(`_wap_run_id` IS NULL OR `_wap_run_id` <> {_lit(batch.quarantine_run)})")
-    if report.quarantine_table:
-        side_effect("quarantine tidy-up", tidy)
+        others = (f"`_wap_batch_id` = {_lit(batch.batch_id)} AND "
+                  f"(`_wap_run_id` IS NULL OR `_wap_run_id` <> {_lit(batch.quarantine_run)})")
+        # a consumer that quarantined nothing (no drop check) deletes only if there is something to
+        # delete: an earlier attempt's rows, which it published
+        if table_exists(spark, q) and (report.quarantine_table or spark.table(q.sql).where(others).take(1)):
+            spark.sql(f"DELETE FROM {q.sql} WHERE {others}")
+    side_effect("quarantine tidy-up", tidy)
 
 
 def write_branch(spark, p, t, df, batch, aggs=None):
@@ -8074,9 +8135,31 @@ def decide_publish(run, staged):
         raise WapError(f"publish: the audited snapshot {staged.snapshot_id} is gone (branch {batch.branch} "
                        "was dropped and the snapshot expired); nothing was published. Rerun to stage the "
                        "batch again")
+    written = staged.schema_id if staged.schema_id is not None else metadata.snapshot(staged.snapshot_id).schemaId()
+    if columns_replaced(metadata, written, batch.columns):
+        return Decision(Move.RESTAGE, main)  # its files hold a column the table no longer has by that name
     if main == staged.parent_id:
         return Decision(Move.PUBLISH, main, metadata, operations)
     return Decision(Move.REBASE, main)
+
+
+def columns_replaced(metadata, written, columns):
+    """True if a column the batch wrote under schema `written` was dropped and added again since
+    (another field by its name now): main would read the staged files' values of it as NULL, so the
+    batch is staged again. Schema changes make no snapshot, so main need not move. A column renamed
+    since is the same field (published as it is); one dropped and not added again ends the run."""
+    if written is None or written == metadata.currentSchemaId():
+        return False
+    old, now = metadata.schemasById().get(written), metadata.schema()
+    for name in columns:
+        field = old.caseInsensitiveFindField(name)
+        if field is None or now.findField(field.fieldId()) is not None:
+            continue
+        if now.caseInsensitiveFindField(name) is None:
+            raise WapError(f"publish: column {name!r} was dropped from the table after the batch was written; "
+                           "nothing was published. Rerun to stage the batch against the table as it is")
+        return True
+    return False
 
 
 def consumed_publishes(spark, t, ledger, history, metadata=None, head=None):
@@ -8425,8 +8508,10 @@ def rebase(spark, t, batch, staged, new_main, since_ms):
     with commit_conflicts():
         append.commit()
         txn.commitTransaction()
+    # the schema the files were written with, not the rebase's (a column replaced meanwhile)
+    written = staged.schema_id if staged.schema_id is not None else snapshot.schemaId()
     staged = guard(spark, t, batch, since_ms)
-    staged.last_publish = newest
+    staged.last_publish, staged.schema_id = newest, written
     return staged
 
 
@@ -10148,7 +10233,8 @@ def stage(run, df):
         if ref_id(table, batch.branch) is not None:  # a restage replaces this run's own earlier attempt
             drop_branch(spark, t, batch.branch)
             table = iceberg_table(spark, t)
-        refuse_changed_table(t, table, p)
+        refuse_changed_table(spark, t, table, p, df)
+        written = table.schema().schemaId()  # the schema the write resolves the batch's columns by
         main = ref_id(table, "main")
         newest = newest_publish(table)  # main's, as this batch is staged on it (history_behind)
         retain = None
@@ -10167,13 +10253,13 @@ def stage(run, df):
             raise
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
-        staged.last_publish = newest
+        staged.last_publish, staged.schema_id = newest, written
         if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
             set_branch_retention(spark, t, batch.branch, staged.snapshot_id, p.branch_retention_days)
     return staged, observed_metrics(staged.summary, observation)
 
 
-def refuse_changed_table(t, table, p):
+def refuse_changed_table(spark, t, table, p, df):
     """What the plan made sure of at validation, as the table is just before the write: someone
     may have changed it since. Without write.wap.enabled Iceberg writes to main (the guard could
     then only try to take the rows off again), and an unpartitioned table would be replaced whole
@@ -10182,10 +10268,14 @@ def refuse_changed_table(t, table, p):
         raise WapError(f"write: write.wap.enabled is not true on {t.sql} (turned off, or the table "
                        "made elsewhere, during this run); without it the rows would go straight to "
                        "main. Nothing written to the table or a branch; a rerun sets it again")
-    if overwrites_unpartitioned(p, table):
+    refusal = overwrite_refusal(spark, p, t, table, df)
+    if refusal == UNPARTITIONED_OVERWRITE:
         raise WapError(f"write: {t.sql} was made unpartitioned during this run; --mode "
                        "overwrite_partitions would no longer replace only the batch's partitions. "
                        "Nothing written to the table or a branch")
+    if refusal:
+        raise WapError(f"write: {t.sql}'s partition spec changed during this run. {refusal}. Nothing "
+                       "written to the table or a branch")
 
 
 def audit_staged(run, batch_df, staged, dropped_counts, metrics):

@@ -131,6 +131,16 @@ def test_quarantine_is_not_duplicated_when_a_batch_is_rerun(wap, spark):
     assert [r["id"] for r in q] == [5]
 
 
+def test_a_consumer_without_drop_checks_leaves_no_earlier_attempts_rows_in_the_quarantine(wap, spark):
+    rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0)]
+    checks = [{"check": "between", "column": "amount", "min": 0, "action": "drop"},
+              {"check": "row_count", "min": 100}]
+    assert wap.run(rows, checks=checks, batch_id="q3")[0] == 3  # audit fails, id 5 quarantined
+    code, report = wap.run(rows, checks=[], batch_id="q3")  # the rows accepted as they are: all published
+    assert code == 0 and 5 in wap.ids()
+    assert spark.table(f"local.{wap.table}_quarantine").count() == 0, "id 5 is on main, not in quarantine too"
+
+
 def test_sample_is_fetched_only_for_failed_checks(wap):
     rows = ROWS + [dict(ROWS[0], id=5, amount=-3.0)]
     checks = [{"check": "between", "column": "amount", "min": 0, "action": "warn"},

@@ -46,6 +46,30 @@ def test_overwrite_partitions_on_an_unpartitioned_table_exits_2(wap):
     assert code == 2 and "not partitioned" in report.error and wap.refs() == refs
 
 
+def test_overwrite_partitions_after_a_partition_spec_change_exits_2_until_older_files_are_rewritten(wap, spark):
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} REPLACE PARTITION FIELD day WITH truncate(10, day)")  # the same days
+    refs = wap.refs()
+    batch = [{"id": 10, "day": "d1", "amount": 10.0}]
+    code, report = wap.run(batch, checks=POSITIVE, mode="overwrite_partitions")
+    assert code == 2 and "earlier partition spec" in report.error and wap.refs() == refs, report.error
+    spark.sql(f"CALL local.system.rewrite_data_files(table => '{wap.table}', options => map('rewrite-all', 'true'))")
+    code, report = wap.run(batch, checks=POSITIVE, mode="overwrite_partitions")
+    assert code == 0, report.error
+    assert wap.ids() == [3, 10], "day d1 replaced, d2 kept"
+
+
+def test_overwrite_partitions_after_a_partition_spec_change_replaces_a_partition_older_files_do_not_hold(wap, spark):
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} ADD PARTITION FIELD amount")  # files of days d1, d2 under the first spec
+    assert wap.run([{"id": 20, "day": "d5", "amount": 2.0}], checks=POSITIVE, mode="overwrite_partitions")[0] == 0
+    code, report = wap.run([{"id": 21, "day": "d5", "amount": 2.0}], checks=POSITIVE, mode="overwrite_partitions")
+    assert code == 0, report.error  # day d5 lies in files of the current spec alone
+    assert wap.ids() == [1, 2, 3, 21]
+    code, report = wap.run([{"id": 22, "day": "d1", "amount": 1.0}], checks=POSITIVE, mode="overwrite_partitions")
+    assert code == 2 and "earlier partition spec" in report.error, report.error  # day d1 does not
+
+
 def test_merge_updates_and_inserts_by_key(wap):
     assert wap.run(DAY1, checks=POSITIVE)[0] == 0
     batch = [{"id": 2, "day": "d1", "amount": 20.0}, {"id": 4, "day": "d3", "amount": 4.0}]
@@ -213,6 +237,57 @@ def changed_after_prepare(monkeypatch, wap, sql):
         real(*args)
         wap.spark.sql(sql.format(table=wap.sql))
     monkeypatch.setattr(wap_etl, "prepare_table", then_changed)
+
+
+def test_a_column_dropped_and_added_again_before_the_publish_is_staged_again_with_its_values(wap, spark,
+                                                                                              monkeypatch):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    replaced = []
+
+    def column_replaced_once(step):  # after the audit, before the publish; main does not move
+        if step == "audit" and not replaced:
+            replaced.append(spark.sql(f"ALTER TABLE {wap.sql} DROP COLUMN amount"))
+            spark.sql(f"ALTER TABLE {wap.sql} ADD COLUMN amount double")
+    monkeypatch.setattr(wap_etl, "fault_point", column_replaced_once)
+    code, report = wap.run([{"id": 10, "day": "d3", "amount": 10.0}], checks=[])
+    assert code == 0, report.error
+    assert by_id(wap)[10]["amount"] == 10.0, "the batch's values, not the dropped column's"
+
+
+def at_steps_once(spark, wap, **sql):
+    """A fault hook: at each named step, the first time, run its SQL on the table."""
+    def hook(step):
+        for statement in sql.pop(step, []):
+            spark.sql(statement.format(table=wap.sql))
+    return hook
+
+
+def test_a_column_replaced_while_a_rebase_waits_is_staged_again_with_its_values(wap, spark, monkeypatch):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    monkeypatch.setattr(wap_etl, "fault_point", at_steps_once(
+        spark, wap, audit=["INSERT INTO {table} VALUES (50, 'd9', 5.0)"],  # main moves: a rebase
+        decided=["ALTER TABLE {table} DROP COLUMN amount", "ALTER TABLE {table} ADD COLUMN amount double"]))
+    code, report = wap.run([{"id": 10, "day": "d3", "amount": 10.0}], checks=[])
+    assert code == 0, report.error
+    assert by_id(wap)[10]["amount"] == 10.0, "the rebased files' values, read as NULL, were not published"
+
+
+def test_a_column_renamed_before_the_publish_is_published_as_it_is(wap, spark, monkeypatch):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    monkeypatch.setattr(wap_etl, "fault_point", at_steps_once(
+        spark, wap, audit=["ALTER TABLE {table} RENAME COLUMN amount TO price"]))
+    code, report = wap.run([{"id": 10, "day": "d3", "amount": 10.0}], checks=[])
+    assert code == 0 and report.rebases == 0, report.error
+    assert by_id(wap)[10]["price"] == 10.0
+
+
+def test_a_column_dropped_before_the_publish_ends_the_run_with_nothing_published(wap, spark, monkeypatch):
+    assert wap.run(DAY1, checks=POSITIVE)[0] == 0
+    monkeypatch.setattr(wap_etl, "fault_point", at_steps_once(
+        spark, wap, audit=["ALTER TABLE {table} DROP COLUMN amount"]))
+    code, report = wap.run([{"id": 10, "day": "d3", "amount": 10.0}], checks=[])
+    assert code == 1 and "'amount' was dropped" in report.error, report.error
+    assert sorted(by_id(wap)) == [1, 2, 3]
 
 
 def test_wap_turned_off_during_a_run_writes_nothing_to_main(wap, monkeypatch):
