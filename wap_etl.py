@@ -5592,40 +5592,36 @@ def overwrite_refusal(spark, p, t, table, df):
 def older_files_overlap(spark, t, table, df):
     """True if a live data file of an earlier partition spec may hold a row of the batch's
     partitions: its column bounds meet, for every identity or time partition field of the current
-    spec, the batch's range of that column widened to whole partitions (a field of another
-    transform, or a column the batch or the file leaves NULL or without bounds, meets anything;
-    time ranges are widened by a unit each side).
-    Two small Spark jobs: the batch's ranges, then the files metadata table's bounds."""
-    from pyspark.sql import functions as F
+    spec, the batch's range of that column widened to whole partitions (and a day more each side,
+    an hour for `hour`: Iceberg's units are UTC's, date_trunc's the session's); a field of another
+    transform, or a column the batch leaves NULL or NaN or a file without bounds, meets anything.
+    One Spark job: the batch's ranges joined to the files metadata table, all in Spark's types."""
+    from pyspark.sql import functions as F, types as T
     schema, columns = table.schema(), {c.lower(): c for c in df.columns}
-    ranges = []  # (column, unit or None, lowest, highest): what the batch's partitions span
+    types = {f.name.lower(): f.dataType for f in df.schema.fields}
+    ranges = []  # (column in the table, unit or None, column in the batch)
     for part in table.spec().fields():
         transform, name = str(part.transform().toString()), str(schema.findColumnName(part.sourceId()))
         if (transform == "identity" or transform in TIME_UNITS_OF) and "." not in name and name.lower() in columns:
             ranges.append((name, TIME_UNITS_OF.get(transform), columns[name.lower()]))
     if not ranges:
         return True
-    aggs = []
+    aggs, meets = [], F.lit(True)
     for k, (name, unit, column) in enumerate(ranges):
-        c = col(column)
-        low, high = (F.min(c), F.max(c)) if unit is None else (  # a unit more each side: Iceberg's
-            F.date_trunc(unit, F.min(c)) - F.expr(f"INTERVAL 1 {unit}"),  # are UTC's, date_trunc's the
-            F.date_trunc(unit, F.max(c)) + F.expr(f"INTERVAL 2 {unit}"))  # session's time zone
-        aggs += [low.alias(f"lo{k}"), high.alias(f"hi{k}"), F.max(c.isNull().cast("int")).alias(f"null{k}")]
-    bounds = df.agg(*aggs).first()
-    files = spark.table(f"{t.sql}.files").where(f"content = 0 AND spec_id <> {table.spec().specId()}")
-    meets = F.lit(True)
-    for k, (name, unit, _) in enumerate(ranges):
-        if bounds[f"lo{k}"] is None or bounds[f"null{k}"]:
-            continue  # a NULL partition: any file may hold one
+        c, slack = col(column), F.expr("INTERVAL 1 HOUR" if unit == "HOUR" else "INTERVAL 1 DAY")
+        low, high = (F.min(c), F.max(c)) if unit is None else (
+            F.date_trunc(unit, F.min(c)) - slack, F.date_trunc(unit, F.max(c)) + F.expr(f"INTERVAL 1 {unit}") + slack)
+        odd = c.isNull() | (F.isnan(c) if isinstance(types[column.lower()], (T.FloatType, T.DoubleType)) else F.lit(False))
+        aggs += [low.alias(f"lo{k}"), high.alias(f"hi{k}"), F.max(odd.cast("int")).alias(f"odd{k}")]
         lower = F.col("readable_metrics").getField(name).getField("lower_bound")
         upper = F.col("readable_metrics").getField(name).getField("upper_bound")
         if unit is not None:
             lower, upper = lower.cast("timestamp"), upper.cast("timestamp")
-        meets = meets & (lower.isNull() | (lower < F.lit(bounds[f"hi{k}"])) if unit else
-                         lower.isNull() | (lower <= F.lit(bounds[f"hi{k}"])))
-        meets = meets & (upper.isNull() | (upper >= F.lit(bounds[f"lo{k}"])))
-    return bool(files.where(meets).limit(1).collect())
+        below = lower < F.col(f"hi{k}") if unit else lower <= F.col(f"hi{k}")
+        meets = meets & ((F.col(f"odd{k}") == 1) | F.col(f"lo{k}").isNull()
+                         | ((lower.isNull() | below) & (upper.isNull() | (upper >= F.col(f"lo{k}")))))
+    files = spark.table(f"{t.sql}.files").where(f"content = 0 AND spec_id <> {table.spec().specId()}")
+    return bool(files.crossJoin(df.agg(*aggs)).where(meets).limit(1).collect())
 
 
 def mentions(condition, column):
@@ -8135,12 +8131,20 @@ def decide_publish(run, staged):
         raise WapError(f"publish: the audited snapshot {staged.snapshot_id} is gone (branch {batch.branch} "
                        "was dropped and the snapshot expired); nothing was published. Rerun to stage the "
                        "batch again")
-    written = staged.schema_id if staged.schema_id is not None else metadata.snapshot(staged.snapshot_id).schemaId()
+    written = staged.schema_id if staged.schema_id is not None else written_schema(metadata, staged)
     if columns_replaced(metadata, written, batch.columns):
         return Decision(Move.RESTAGE, main)  # its files hold a column the table no longer has by that name
     if main == staged.parent_id:
         return Decision(Move.PUBLISH, main, metadata, operations)
     return Decision(Move.REBASE, main)
+
+
+def written_schema(metadata, staged):
+    """The schema a staged snapshot's files were written with, as far as the metadata tells: a
+    rebased one's source snapshot's (a resumed rebase), else its own."""
+    source = staged.summary.get(SOURCE_SNAPSHOT_PROPERTY)
+    snapshot = metadata.snapshot(int(source)) if source and source.isdigit() else None
+    return (snapshot or metadata.snapshot(staged.snapshot_id)).schemaId()
 
 
 def columns_replaced(metadata, written, columns):
@@ -8151,10 +8155,14 @@ def columns_replaced(metadata, written, columns):
     if written is None or written == metadata.currentSchemaId():
         return False
     old, now = metadata.schemasById().get(written), metadata.schema()
+    if old is None:  # that schema is gone from the metadata: nothing tells, so the batch is staged again
+        return True
+    from pyspark import SparkContext
+    ids = java(SparkContext._jvm, "org.apache.iceberg.types.TypeUtil")
     for name in columns:
         field = old.caseInsensitiveFindField(name)
-        if field is None or now.findField(field.fieldId()) is not None:
-            continue
+        if field is None or all(now.findField(i) is not None for i in ids.getProjectedIds(old.select([field.name()]))):
+            continue  # the same field and every field nested in it (renamed or not)
         if now.caseInsensitiveFindField(name) is None:
             raise WapError(f"publish: column {name!r} was dropped from the table after the batch was written; "
                            "nothing was published. Rerun to stage the batch against the table as it is")
