@@ -5611,7 +5611,8 @@ def older_files_overlap(spark, t, table, df):
         c, slack = col(column), F.expr("INTERVAL 1 HOUR" if unit == "HOUR" else "INTERVAL 1 DAY")
         low, high = (F.min(c), F.max(c)) if unit is None else (
             F.date_trunc(unit, F.min(c)) - slack, F.date_trunc(unit, F.max(c)) + F.expr(f"INTERVAL 1 {unit}") + slack)
-        odd = c.isNull() | (F.isnan(c) if isinstance(types[column.lower()], (T.FloatType, T.DoubleType)) else F.lit(False))
+        floating = isinstance(types[column.lower()], (T.FloatType, T.DoubleType))
+        odd = c.isNull() | (F.isnan(c) if floating else F.lit(False))  # Iceberg's bounds leave NaN out
         aggs += [low.alias(f"lo{k}"), high.alias(f"hi{k}"), F.max(odd.cast("int")).alias(f"odd{k}")]
         lower = F.col("readable_metrics").getField(name).getField("lower_bound")
         upper = F.col("readable_metrics").getField(name).getField("upper_bound")
@@ -10125,8 +10126,9 @@ def write_audit_publish(run, df, staged, dropped_counts, quarantine_own):
                     if blocking_failures(report):
                         return failed_unless_published(run, staged)
                 else:
-                    log.info("main moved to %s while this batch was staged: staging it again "
-                             "(retry %d)", decision.main, moves)
+                    log.info("%s while this batch was staged: staging it again (retry %d)",
+                             f"main moved to {decision.main}" if decision.main != staged.parent_id
+                             else "the table's schema changed", moves)
                     staged = None
                     if batch.quarantine_run != batch.run_id:
                         # the taken-up snapshot's dropped rows are its run's, kept for it by this
