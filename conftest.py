@@ -177,6 +177,23 @@ def wait_paused(gate, step, proc, timeout=300):
         time.sleep(0.2)
 
 
+def age_table(spark, ref, days):
+    """Make a table as it would be had it been written `days` ago: every commit time in its
+    metadata (snapshots, snapshot log, metadata log) moved back by `days`, committed as the next
+    metadata version. Iceberg and the job then read those times as they would a real old table's:
+    snapshot expiry ages refs by the real clock against them (RemoveSnapshots: now - head's
+    timestampMillis > max-ref-age), and commit times cannot be set any other way."""
+    jvm = spark.sparkContext._jvm
+    ops = wap_etl.iceberg_table(spark, ref).operations()
+    base = ops.refresh()
+    metadata = json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(base))
+    shift = int(days * 86_400_000)
+    metadata["last-updated-ms"] -= shift
+    for entry in metadata.get("snapshots", []) + metadata.get("snapshot-log", []) + metadata.get("metadata-log", []):
+        entry["timestamp-ms"] -= shift
+    ops.commit(base, jvm.org.apache.iceberg.TableMetadataParser.fromJson(json.dumps(metadata)))
+
+
 def write_csv(path, rows, columns=None):
     """Write dict rows as a CSV file with a header; None becomes an empty field."""
     columns = columns or list(rows[0].keys())

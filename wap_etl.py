@@ -173,7 +173,7 @@ PARAMS = {
     "event_bus_name": (None, "EventBridge bus that gets a 'WAP Published' event on publish"),
     "partition_by": (None, "comma-separated partition columns, used when the table is created"),
     "iceberg_jar": (None, "path to the Iceberg Spark runtime jar (local runs only)"),
-    "branch_retention_days": ("7", "days an audit branch is kept before snapshot expiry removes it"),
+    "branch_retention_days": ("7", "days a kept audit branch stays before the table's next run drops it"),
     "max_publish_retries": ("5", "times to rebase and retry when another run moved main first"),
     "cleanup_branches_older_than_days": (None, "drop audit branches older than N days, then exit"),
     "status": ("false", "true: print the table's main snapshot, open audit branches and last runs"),
@@ -6120,31 +6120,14 @@ def change_branch(spark, sql):
 DAY_MS = 86_400_000
 
 
-def retention_from_now(days, head_ms, now_ms=None):
-    """The RETAIN days for a branch made now at a snapshot committed at `head_ms`. Iceberg ages a
-    branch by its head's commit time (snapshot expiry drops it once now - head > its retention),
-    so a branch made at a snapshot older than `days` would be born expired, under a live run.
-    If the branch would not outlive a margin (a day, or half a one-day retention), it gets `days`
-    counted from now instead: `days` plus the head's age in whole days."""
-    age = (time.time() * 1000 if now_ms is None else now_ms) - head_ms
-    if days * DAY_MS - age >= min(DAY_MS, days * DAY_MS / 2):
-        return days
-    return days + math.ceil(age / DAY_MS)
-
-
-def create_branch(spark, t, branch, head, days):
-    """A branch at `head` (an Iceberg Snapshot), kept `days` at least from now (see
-    retention_from_now). Returns the days it got: more than `days` if the snapshot is old."""
-    retain = retention_from_now(days, head.timestampMillis())
+def create_branch(spark, t, branch, head):
+    """A branch at `head` (an Iceberg Snapshot), with no age limit of its own: snapshot expiry
+    never removes it. The job's runs drop a kept one once it is --branch_retention_days old
+    (drop_aged_branches). A branch that expiry removes in the same pass as it expires snapshots
+    makes Iceberg's Java expiry (1.7.1, before 1.10) clean up files by the wrong branch's history
+    once main is left alone, deleting files main still reads."""
     change_branch(spark, f"ALTER TABLE {t.sql} CREATE BRANCH {quote(branch)} AS OF VERSION "
-                         f"{int(head.snapshotId())} RETAIN {int(retain)} DAYS")
-    return retain
-
-
-def set_branch_retention(spark, t, branch, snapshot_id, days):
-    """Give the branch an age limit so an abandoned one goes away with snapshot expiry."""
-    change_branch(spark, f"ALTER TABLE {t.sql} REPLACE BRANCH {quote(branch)} AS OF VERSION "
-                         f"{int(snapshot_id)} RETAIN {int(days)} DAYS")
+                         f"{int(head.snapshotId())}")
 
 
 def drop_branch(spark, t, branch):
@@ -9612,31 +9595,46 @@ def show_status(spark, p):
 
 
 def cleanup_branches(spark, p):
-    """Drop the audit branches (this job's `audit_` prefix only) that stopped changing more than
-    N days ago (see branch_last_used); a branch whose run may still be running is kept and listed."""
+    """--cleanup_branches_older_than_days: drop_aged_branches with the days asked, and say so."""
     t = TableRef(p.catalog, p.namespace, p.table_name)
     dropped, in_use = [], []
     if table_exists(spark, t):
-        cutoff = time.time() - p.cleanup_days * 86400
-        branches = spark.sql(f"SELECT r.name, s.committed_at, s.summary FROM {t.meta('refs')} r JOIN "
-                             f"{t.meta('snapshots')} s ON r.snapshot_id = s.snapshot_id "
-                             f"WHERE r.type = 'BRANCH'").collect()
-        ended = runs_ended(spark, p)
-        for name, committed_at, summary in sorted(branches):
-            if not name.startswith(BRANCH_PREFIX):
-                continue
-            last_used = branch_last_used(name, committed_at, summary or {}, ended)
-            if last_used is None:
-                in_use.append(name)
-            elif last_used.timestamp() <= cutoff:
-                drop_branch(spark, t, name)
-                dropped.append(name)
+        dropped, in_use = drop_aged_branches(spark, p, t, iceberg_table(spark, t), p.cleanup_days)
     print(f"dropped {len(dropped)} audit branch(es) older than {p.cleanup_days:g} days from "
           f"{p.catalog}.{p.table}" + "".join(f"\n  {n}" for n in dropped))
     if in_use:
         print(f"kept {len(in_use)} audit branch(es) whose run may still be running (no ledger row yet):"
               + "".join(f"\n  {n}" for n in in_use))
     return dropped
+
+
+def drop_aged_branches(spark, p, t, table, days, spare=None):
+    """Drop the audit branches (this job's `audit_` prefix only, but not those starting `spare`)
+    that stopped changing more than `days` ago (see branch_last_used); returns (dropped, kept
+    because their run may be running). Kept branches never age out by snapshot expiry (see
+    create_branch): each run drops other batches' aged ones as it prepares, reading the ledger
+    only if some head is that old (a branch stops changing after its head was committed). One
+    an earlier version made with an age limit goes a day before snapshot expiry would take it."""
+    now_ms, old = time.time() * 1000, []
+    for name, ref in java_items(table.refs()):
+        if not (name.startswith(BRANCH_PREFIX) and ref.isBranch()) or spare and name.startswith(spare):
+            continue
+        limit, head = days * DAY_MS, table.snapshot(ref.snapshotId())
+        if ref.maxRefAgeMs() is not None:
+            limit = max(0, min(limit, ref.maxRefAgeMs() - DAY_MS))
+        if head is not None and now_ms - head.timestampMillis() >= limit:
+            fields = snapshot_fields(head)
+            old.append((name, datetime.fromtimestamp(fields["timestamp-ms"] / 1000), fields["summary"], limit))
+    dropped, in_use = [], []
+    ended = runs_ended(spark, p) if old else {}
+    for name, head_at, summary, limit in sorted(old):
+        last_used = branch_last_used(name, head_at, summary, ended)
+        if last_used is None:
+            in_use.append(name)
+        elif now_ms - last_used.timestamp() * 1000 >= limit:
+            drop_branch(spark, t, name)
+            dropped.append(name)
+    return dropped, in_use
 
 
 def branch_last_used(name, committed_at, summary, ended):
@@ -9958,6 +9956,9 @@ def publish_batch(run, source, paths):
                 main = ref_id(table, "main")
                 published = already_on_main(consumed_publishes(spark, t, ledger, run.history, table), batch)
                 record_found(ledger)
+                side_effect("audit branch upkeep",  # (this batch's own go with its publish, or resume)
+                            lambda: drop_aged_branches(spark, p, t, table, p.branch_retention_days,
+                                                       spare=branch_prefix(batch.batch_id)))
             if published is not None:
                 report.main_snapshot_before = main
                 return settle_already_published(run, published, main)
@@ -10247,9 +10248,8 @@ def stage(run, df):
         written = table.schema().schemaId()  # the schema the write resolves the batch's columns by
         main = ref_id(table, "main")
         newest = newest_publish(table)  # main's, as this batch is staged on it (history_behind)
-        retain = None
         if main is not None:  # on an empty table the write itself creates the branch
-            retain = create_branch(spark, t, batch.branch, table.snapshot(main), p.branch_retention_days)
+            create_branch(spark, t, batch.branch, table.snapshot(main))
         since_ms = int(time.time() * 1000)
         fault_point("before_write")
         # observed in the write unless a condition holds a subquery (Spark observes none): then scanned
@@ -10264,8 +10264,6 @@ def stage(run, df):
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
         staged.last_publish, staged.schema_id = newest, written
-        if retain != p.branch_retention_days:  # its head is this run's fresh snapshot now
-            set_branch_retention(spark, t, batch.branch, staged.snapshot_id, p.branch_retention_days)
     return staged, observed_metrics(staged.summary, observation)
 
 
@@ -10462,7 +10460,7 @@ def resume(spark, p, t, batch, table, main):
                 and summary.get(CONFIG_PROPERTY) == batch.config_fingerprint
                 and info.parent_id == main):
             fault_point("resume")
-            create_branch(spark, t, batch.branch, table.snapshot(ref.snapshotId()), p.branch_retention_days)
+            create_branch(spark, t, batch.branch, table.snapshot(ref.snapshotId()))
             fault_point("resumed")
             if not kept_by_its_run(spark, t, batch, info):
                 drop_branch(spark, t, batch.branch)

@@ -899,18 +899,21 @@ def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
     assert wap.ids() == [1, 2, 3, 4, 5, 6]
 
 
-GLUE_ERA_EXPIRY = """
+GLUE_ERA_SESSION = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from pyspark.sql import SparkSession
 import wap_etl
-jar, warehouse, source, second, repair = (sys.argv[2:7] + [""])[:5]
+jar, warehouse = sys.argv[2:4]
 spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
          .config("spark.sql.extensions", wap_etl.ICEBERG_EXTENSIONS).config("spark.ui.enabled", "false")
          .config("spark.sql.catalog.local", "org.apache.iceberg.spark.SparkCatalog")
          .config("spark.sql.catalog.local.type", "hadoop")
          .config("spark.sql.catalog.local.warehouse", warehouse)
          .config("spark.sql.catalog.local.cache-enabled", "false").getOrCreate())
+"""
+GLUE_ERA_EXPIRY = GLUE_ERA_SESSION + """
+source, second, repair = (sys.argv[4:7] + [""])[:3]
 args = ["--table", "ns.orders", "--catalog", "local", "--checks", "[]"]
 code, first = wap_etl.run(args + ["--source_path", source, "--batch_id", "b0"])
 assert code == 0
@@ -991,6 +994,56 @@ def test_a_rebased_publish_repaired_by_picking_its_source_survives_expiry_by_the
     result = json.loads(lines[0][len("RESULT "):])
     assert result["refs"] == ["main"], "main the only ref: Java's incremental clean-up"
     assert result["rows"] == 10, "both batches readable after the expiry, the bad commit gone"
+
+
+KEPT_BRANCH_EXPIRY = GLUE_ERA_SESSION + """
+import conftest
+source, failing, second = sys.argv[4:7]
+ref = wap_etl.TableRef("local", "ns", "orders")
+args = ["--table", "ns.orders", "--catalog", "local", "--branch_retention_days", "1"]
+assert wap_etl.run(args + ["--checks", "[]", "--source_path", source, "--batch_id", "b0"])[0] == 0
+failed = json.dumps([{"check": "between", "column": "amount", "max": 0}])
+assert wap_etl.run(args + ["--checks", failed, "--source_path", failing, "--batch_id", "bad"])[0] == 3
+conftest.age_table(spark, ref, 2)  # two days later: the kept branch is older than its retention
+wap_etl.fault_point = lambda step: step == "audit" and spark.sql("INSERT INTO local.ns.orders VALUES (50, 5.0)")
+code, report = wap_etl.run(args + ["--checks", "[]", "--source_path", second, "--batch_id", "b1"])
+table = wap_etl.iceberg_table(spark, ref)
+before = [str(n) for n in table.operations().refresh().refs().keySet()]  # in the order expiry reads them
+table.expireSnapshots().expireOlderThan(int(time.time() * 1000) + 60000).retainLast(1).commit()
+after = sorted(str(n) for n in wap_etl.iceberg_table(spark, ref).refs().keySet())
+try:
+    rows = len(spark.table("local.ns.orders").collect())  # reads every data file
+except Exception as e:
+    rows = "unreadable: " + str(e).splitlines()[0][:200]
+print("RESULT " + json.dumps({"code": code, "rebases": report.rebases, "before": before, "after": after,
+                              "rows": rows}))
+"""
+
+
+def test_a_kept_branch_never_leaves_main_to_javas_expiry_with_the_wrong_history(tmp_path_factory, tmp_path):
+    """A failed audit's branch, kept, then older than its retention; a later batch rebased on a
+    moved main (its files added by a snapshot off main, named as the source); then Java's expiry.
+    Had the expiry itself removed the aged branch, main would be the only ref left and Java's
+    incremental clean-up would follow the first ref it read before: the branch, half the time by
+    the refs' hash order, whose history lacks the rebased publish, so its files would be deleted.
+    The job's next run drops the aged branch itself; the expiry then only ever sees main."""
+    import subprocess
+    import sys
+    jar = glue_era_iceberg_jar(tmp_path_factory.getbasetemp() / "glue_era_jar")
+    from conftest import ROOT, write_csv
+    for attempt in range(8):  # until the refs' order would have let the branch lead the clean-up
+        work = tmp_path / str(attempt)
+        csvs = [write_csv(work / f"{name}.csv", [{"id": base + r["id"], "amount": r["amount"]} for r in ROWS])
+                for name, base in (("rows", 0), ("bad", 20), ("more", 10))]
+        done = subprocess.run([sys.executable, "-c", KEPT_BRANCH_EXPIRY, ROOT, jar, str(work / "wh")] + csvs,
+                              capture_output=True, text=True, timeout=600)
+        lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+        assert lines, done.stderr[-3000:]
+        result = json.loads(lines[0][len("RESULT "):])
+        if result["before"][0] != "main" or result["before"] == result["after"]:
+            break
+    assert result["code"] == 0 and result["rebases"] == 1
+    assert result["rows"] == 11, "every published row is still readable after the expiry"
 
 
 def test_a_run_whose_branch_is_dropped_between_its_decision_and_its_rebase_decides_again(wap, spark, monkeypatch):
