@@ -6120,14 +6120,19 @@ def change_branch(spark, sql):
 DAY_MS = 86_400_000
 
 
-def create_branch(spark, t, branch, head):
-    """A branch at `head` (an Iceberg Snapshot), with no age limit of its own: snapshot expiry
-    never removes it. The job's runs drop a kept one once it is --branch_retention_days old
-    (drop_aged_branches). A branch that expiry removes in the same pass as it expires snapshots
-    makes Iceberg's Java expiry (1.7.1, before 1.10) clean up files by the wrong branch's history
-    once main is left alone, deleting files main still reads."""
-    change_branch(spark, f"ALTER TABLE {t.sql} CREATE BRANCH {quote(branch)} AS OF VERSION "
-                         f"{int(head.snapshotId())}")
+NO_AGE_LIMIT_DAYS = 1_000_000  # a branch's own retention that snapshot expiry never reaches
+
+
+def create_branch(spark, t, branch, head, made=False):
+    """A branch at `head` (an Iceberg Snapshot; `made`: a snapshot id, the branch's head already,
+    as the first write to an empty table makes it) that snapshot expiry never removes: its own
+    retention, which overrides the table's history.expire.max-ref-age-ms, outlasts any table.
+    The job's runs drop a kept one once it is --branch_retention_days old (drop_aged_branches).
+    A branch that expiry removes in the same pass as it expires snapshots makes Iceberg's Java
+    expiry (1.7.1, before 1.10) clean files up by the wrong branch's history once main is left
+    alone, deleting files main still reads."""
+    change_branch(spark, f"ALTER TABLE {t.sql} {'REPLACE' if made else 'CREATE'} BRANCH {quote(branch)} "
+                         f"AS OF VERSION {int(head if made else head.snapshotId())} RETAIN {NO_AGE_LIMIT_DAYS} DAYS")
 
 
 def drop_branch(spark, t, branch):
@@ -8036,8 +8041,6 @@ KINDS = {
                        parse_file_match,
                        audit_files(audit_file_match), decided_by="files", where=False),
 }
-CHECK_PARAMS = {name: kind.params for name, kind in KINDS.items()}
-CHECK_READS = {name: kind.reads for name, kind in KINDS.items()}
 ROW_CHECKS = tuple(name for name, kind in KINDS.items() if kind.fails)
 # a threshold: a condition on the share of rows (or files) that pass
 THRESHOLD_KINDS = ROW_CHECKS + ("relationship", "sql_rows") + PER_FILE_KINDS
@@ -8747,7 +8750,7 @@ def glue_dq_result(report, p, checks=None):
 
 def spec_of(c):
     """A check as the JSON spec that would make it: its kind's parameters that are set."""
-    required, optional = CHECK_PARAMS[c.check]
+    required, optional = KINDS[c.check].params
     return {"check": c.check, **{k: getattr(c, k) for k in sorted(required | optional)
                                  if getattr(c, k, None) is not None and getattr(c, k) is not False}}
 
@@ -9608,59 +9611,95 @@ def cleanup_branches(spark, p):
     return dropped
 
 
-def drop_aged_branches(spark, p, t, table, days, spare=None):
-    """Drop the audit branches (this job's `audit_` prefix only, but not those starting `spare`)
-    that stopped changing more than `days` ago (see branch_last_used); returns (dropped, kept
-    because their run may be running). Kept branches never age out by snapshot expiry (see
+def drop_aged_branches(spark, p, t, table, days, history=None, spare=None):
+    """Drop the audit branches (this job's `audit_` prefix only, except the branches of batch
+    `spare`) that stopped changing more than `days` ago (see branch_last_used); returns (dropped,
+    kept because their run may be running). Kept branches never age out by snapshot expiry (see
     create_branch): each run drops other batches' aged ones as it prepares, reading the ledger
-    only if some head is that old (a branch stops changing after its head was committed). One
-    an earlier version made with an age limit goes a day before snapshot expiry would take it."""
+    only if some head is that old (a branch stops changing after its head was committed)."""
+    lift_age_limits(table)
     now_ms, old = time.time() * 1000, []
+    spared = spare and re.compile(re.escape(branch_prefix(spare)) + "[0-9a-f]{8}")
     for name, ref in java_items(table.refs()):
-        if not (name.startswith(BRANCH_PREFIX) and ref.isBranch()) or spare and name.startswith(spare):
+        if not (name.startswith(BRANCH_PREFIX) and ref.isBranch()) or spared and spared.fullmatch(name):
             continue
-        limit, head = days * DAY_MS, table.snapshot(ref.snapshotId())
-        if ref.maxRefAgeMs() is not None:
-            limit = max(0, min(limit, ref.maxRefAgeMs() - DAY_MS))
-        if head is not None and now_ms - head.timestampMillis() >= limit:
+        head = table.snapshot(ref.snapshotId())
+        if head is not None and now_ms - head.timestampMillis() >= days * DAY_MS:
             fields = snapshot_fields(head)
-            old.append((name, datetime.fromtimestamp(fields["timestamp-ms"] / 1000), fields["summary"], limit))
-    dropped, in_use = [], []
-    ended = runs_ended(spark, p) if old else {}
-    for name, head_at, summary, limit in sorted(old):
-        last_used = branch_last_used(name, head_at, summary, ended)
+            old.append((name, fields["snapshot-id"], datetime.fromtimestamp(fields["timestamp-ms"] / 1000),
+                        fields["summary"]))
+    if not old:
+        return [], []
+    ended, dropped, in_use = runs_ended(spark, p, table), [], []
+    main = ref_id(table, "main")
+    walk = (history or History()).walk(table, main) if main is not None else []
+    moved_on = {parent.snapshot_id: child.timestamp_ms for child, parent in zip(walk, walk[1:])}
+    for name, head_id, head_at, summary in sorted(old):
+        last_used = branch_last_used(name, head_at, summary, ended, moved_on.get(head_id))
         if last_used is None:
             in_use.append(name)
-        elif now_ms - last_used.timestamp() * 1000 >= limit:
+        elif now_ms - last_used.timestamp() * 1000 >= days * DAY_MS:
             drop_branch(spark, t, name)
             dropped.append(name)
     return dropped, in_use
 
 
-def branch_last_used(name, committed_at, summary, ended):
+def lift_age_limits(table):
+    """Branches an earlier version of the job made with a retention of --branch_retention_days
+    get create_branch's instead, in one compare-and-swap of the metadata the refs were read from
+    (a branch whose head moved meanwhile is left for the next run): snapshot expiry would remove
+    them (see create_branch)."""
+    ops = table.operations()
+    base = ops.current()
+    limit = NO_AGE_LIMIT_DAYS * DAY_MS
+    aged = [(name, ref) for name, ref in java_items(base.refs()) if name.startswith(BRANCH_PREFIX)
+            and ref.isBranch() and (ref.maxRefAgeMs() is None or ref.maxRefAgeMs() < limit)]
+    if not aged:
+        return
+    from pyspark import SparkContext
+    iceberg = java(SparkContext._jvm, "org.apache.iceberg")
+    builder = iceberg.TableMetadata.buildFrom(base)
+    for name, ref in aged:
+        builder.setRef(name, iceberg.SnapshotRef.builderFrom(ref).maxRefAgeMs(limit).build())
+    try:
+        with commit_conflicts():
+            ops.commit(base, builder.build())
+    except CommitConflict:
+        log.info("audit branch retention not lifted (the table changed meanwhile); the next run will")
+
+
+def branch_last_used(name, committed_at, summary, ended, moved_on_ms=None):
     """When an audit branch stopped changing. Its head's commit time only if that head is its own
     run's snapshot: a branch just made at an old main, or resuming another run's snapshot, has an
     old head while its run lives. Otherwise when the ledger says its run ended (`ended`: branch ->
     finished_at); None if it does not say: the run may be running. A branch its run wrote is aged
     by that write once the ledger says the run ended (between its write and its ledger row a run is
-    alive: auditing, publishing)."""
+    alive: auditing, publishing). A branch made at a snapshot of main that main moved on from
+    (`moved_on_ms`: its child's commit time) longer ago than any run lives was made before that,
+    by a run that died before it wrote or recorded anything: aged from then."""
     written_by = summary.get(RUN_PROPERTY)
     own_head = written_by and name == f"{branch_prefix(summary.get(BATCH_PROPERTY, ''))}{written_by[:8]}"
     if own_head and (name in ended or time.time() - committed_at.timestamp() > LIVE_RUN_SECONDS):
         return committed_at  # its run ended, or wrote longer ago than any run lives (it crashed)
-    return None if own_head else ended.get(name)
+    if own_head:
+        return None
+    if name not in ended and moved_on_ms is not None and time.time() - moved_on_ms / 1000 > LIVE_RUN_SECONDS:
+        return datetime.fromtimestamp(moved_on_ms / 1000)
+    return ended.get(name)
 
 
-LIVE_RUN_SECONDS = 2 * 86400  # Glue's default job timeout is 48 hours: no run lives longer
+LIVE_RUN_SECONDS = 7 * 86400  # Glue's longest job timeout is 7 days (10,080 minutes): no run lives longer
 
 
-def runs_ended(spark, p):
-    """{branch: when its run ended}, from the run ledger: a run writes its row, with its exit
-    code, as it ends."""
+def runs_ended(spark, p, table=None):
+    """{branch: when its run ended}, from the run ledger (`table`'s rows: its uuid names them): a
+    run writes its row, with its exit code, as it ends."""
     from pyspark.sql import functions as F
     ledger = Ledger.of(spark, p)
     if not ledger.exists():
         return {}
+    if table is not None:
+        ledger.identify(str(table.uuid().toString()))
     rows = (ledger.runs().filter(F.col("branch").isNotNull() & F.col("exit_code").isNotNull())
             .groupBy("branch").agg(F.max("finished_at").alias("finished_at")).collect())
     return {r["branch"]: r["finished_at"] for r in rows if r["finished_at"] is not None}
@@ -9956,9 +9995,9 @@ def publish_batch(run, source, paths):
                 main = ref_id(table, "main")
                 published = already_on_main(consumed_publishes(spark, t, ledger, run.history, table), batch)
                 record_found(ledger)
-                side_effect("audit branch upkeep",  # (this batch's own go with its publish, or resume)
+                side_effect("audit branch upkeep",  # (not this batch's: this run may resume one)
                             lambda: drop_aged_branches(spark, p, t, table, p.branch_retention_days,
-                                                       spare=branch_prefix(batch.batch_id)))
+                                                       run.history, batch.batch_id))
             if published is not None:
                 report.main_snapshot_before = main
                 return settle_already_published(run, published, main)
@@ -10264,6 +10303,8 @@ def stage(run, df):
         fault_point("write")
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
         staged.last_publish, staged.schema_id = newest, written
+        if main is None:  # the write made the branch: it gets the retention create_branch gives
+            create_branch(spark, t, batch.branch, staged.snapshot_id, made=True)
     return staged, observed_metrics(staged.summary, observation)
 
 

@@ -166,12 +166,42 @@ def test_publish_gives_up_after_max_retries_and_keeps_the_branch(wap, monkeypatc
 def test_a_kept_audit_branch_never_ages_out_by_snapshot_expiry(wap, spark):
     """A branch that expiry removes while it expires snapshots can leave main the table's only
     ref, and then Iceberg's Java expiry (1.7.1) cleans files up by the wrong branch's history:
-    the job's branches have no age limit of their own; its runs drop them (below)."""
+    the job's branches outlast any expiry, even under a table-wide ref age; its runs drop them."""
     code, report = wap.run(ROWS, checks=[], publish="false", branch_retention_days="3")
-    assert code == 0 and retention_days(wap, report.branch) is None
+    assert code == 0 and retention_days(wap, report.branch) == wap_etl.NO_AGE_LIMIT_DAYS
+    spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('history.expire.max-ref-age-ms'='1000')")
     age_the_table(wap, 30)
     expire_snapshots(wap)
     assert audit_branches(wap) == [report.branch]
+
+
+def test_a_branch_an_earlier_version_made_with_a_retention_gets_the_endless_one(wap, spark):
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    kept = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="old", publish="false")[1]
+    spark.sql(f"ALTER TABLE {wap.sql} REPLACE BRANCH {kept.branch} AS OF VERSION {kept.staged_snapshot} "
+              "RETAIN 2 DAYS")  # as versions before this one made every branch
+    code, report = wap.run(ROWS, checks=[], batch_id="next")
+    assert code == 0 and report.status == "published", report.error
+    assert retention_days(wap, kept.branch) == wap_etl.NO_AGE_LIMIT_DAYS
+    age_the_table(wap, 3)
+    expire_snapshots(wap)
+    assert audit_branches(wap) == [kept.branch], "past its old 2 days, kept: it is 3 days of 7"
+
+
+def test_a_branch_left_by_a_run_that_died_before_writing_goes_once_main_moved_on_from_it_long_ago(wap, spark):
+    """A run killed between making its branch at main and writing leaves a branch headed by main's
+    snapshot and no ledger row. Once main moved on from that snapshot longer ago than any run
+    lives, no live run can own it; one at main's head still may."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    dead = "audit_next_y_0123abcd"  # (of batch next_y: a run of batch "next" does not spare it)
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH {dead}")
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=[])[0] == 0  # main moves on
+    maybe_live = "audit_other_4567cdef"
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH {maybe_live}")
+    age_the_table(wap, 8)
+    code, report = wap.run(ROWS[1:], checks=[], batch_id="next")
+    assert code == 0 and report.status == "published", report.error
+    assert audit_branches(wap) == [maybe_live]
 
 
 def test_the_next_run_drops_a_kept_branch_older_than_its_retention(wap):
@@ -184,17 +214,6 @@ def test_the_next_run_drops_a_kept_branch_older_than_its_retention(wap):
     assert code == 0 and report.status == "published", report.error
     assert audit_branches(wap) == [young], "the 3-day-old kept branch went, the fresh one stayed"
     assert wap.ids() == [0, 1, 2, 3, 4, 5]
-
-
-def test_a_branch_an_earlier_version_made_with_a_retention_goes_a_day_before_expiry_would_take_it(wap, spark):
-    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
-    kept = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="old", publish="false")[1]
-    spark.sql(f"ALTER TABLE {wap.sql} REPLACE BRANCH {kept.branch} AS OF VERSION {kept.staged_snapshot} "
-              "RETAIN 2 DAYS")  # as versions before this one made every branch
-    age_the_table(wap, 1.5)
-    code, report = wap.run(ROWS, checks=[], batch_id="next")  # --branch_retention_days 7
-    assert code == 0 and report.status == "published", report.error
-    assert audit_branches(wap) == [], "1.5 days old: past its 2-day retention less a day"
 
 
 def test_a_run_keeps_the_branch_of_a_live_run_made_at_a_main_older_than_its_retention(wap, monkeypatch):
@@ -327,7 +346,7 @@ def test_a_branch_made_at_a_main_older_than_its_retention_outlives_snapshot_expi
     monkeypatch.setattr(wap_etl, "fault_point", expiry_before_the_write)
     code, report = wap.run(ROWS, checks=[], branch_retention_days="1")
     assert seen["after expiry"] == [report.branch]
-    assert seen["made with"] is None and seen["after the write"] is None, "no age limit of its own"
+    assert seen["made with"] == seen["after the write"] == wap_etl.NO_AGE_LIMIT_DAYS, "never ages out"
     assert code == 0 and report.status == "published" and wap.ids() == [0, 1, 2, 3, 4, 5]
 
 
