@@ -9602,7 +9602,9 @@ def cleanup_branches(spark, p):
     t = TableRef(p.catalog, p.namespace, p.table_name)
     dropped, in_use = [], []
     if table_exists(spark, t):
-        dropped, in_use = drop_aged_branches(spark, p, t, iceberg_table(spark, t), p.cleanup_days)
+        table = iceberg_table(spark, t)
+        lift_age_limits(table)
+        dropped, in_use = drop_aged_branches(spark, p, t, table, p.cleanup_days)
     print(f"dropped {len(dropped)} audit branch(es) older than {p.cleanup_days:g} days from "
           f"{p.catalog}.{p.table}" + "".join(f"\n  {n}" for n in dropped))
     if in_use:
@@ -9611,61 +9613,76 @@ def cleanup_branches(spark, p):
     return dropped
 
 
-def drop_aged_branches(spark, p, t, table, days, history=None, spare=None):
+def drop_aged_branches(spark, p, t, table, days, spare=None):
     """Drop the audit branches (this job's `audit_` prefix only, except the branches of batch
     `spare`) that stopped changing more than `days` ago (see branch_last_used); returns (dropped,
     kept because their run may be running). Kept branches never age out by snapshot expiry (see
     create_branch): each run drops other batches' aged ones as it prepares, reading the ledger
-    only if some head is that old (a branch stops changing after its head was committed)."""
-    lift_age_limits(table)
+    only if some head is that old (a branch stops changing after its head was committed). A
+    branch still carrying an earlier version's retention (see lift_age_limits) goes a day before
+    snapshot expiry would take it."""
     now_ms, old = time.time() * 1000, []
     spared = spare and re.compile(re.escape(branch_prefix(spare)) + "[0-9a-f]{8}")
     for name, ref in java_items(table.refs()):
         if not (name.startswith(BRANCH_PREFIX) and ref.isBranch()) or spared and spared.fullmatch(name):
             continue
-        head = table.snapshot(ref.snapshotId())
-        if head is not None and now_ms - head.timestampMillis() >= days * DAY_MS:
+        head, limit = table.snapshot(ref.snapshotId()), days * DAY_MS
+        if ref.maxRefAgeMs() is not None and ref.maxRefAgeMs() < NO_AGE_LIMIT_DAYS * DAY_MS:
+            limit = max(0, min(limit, ref.maxRefAgeMs() - DAY_MS))
+        if head is not None and now_ms - head.timestampMillis() >= limit:
             fields = snapshot_fields(head)
             old.append((name, fields["snapshot-id"], datetime.fromtimestamp(fields["timestamp-ms"] / 1000),
-                        fields["summary"]))
+                        fields["summary"], limit))
     if not old:
         return [], []
     ended, dropped, in_use = runs_ended(spark, p, table), [], []
-    main = ref_id(table, "main")
-    walk = (history or History()).walk(table, main) if main is not None else []
-    moved_on = {parent.snapshot_id: child.timestamp_ms for child, parent in zip(walk, walk[1:])}
-    for name, head_id, head_at, summary in sorted(old):
+    moved_on = main_moved_on(table)
+    for name, head_id, head_at, summary, limit in sorted(old):
         last_used = branch_last_used(name, head_at, summary, ended, moved_on.get(head_id))
         if last_used is None:
             in_use.append(name)
-        elif now_ms - last_used.timestamp() * 1000 >= days * DAY_MS:
+        elif now_ms - last_used.timestamp() * 1000 >= limit:
             drop_branch(spark, t, name)
             dropped.append(name)
     return dropped, in_use
 
 
-def lift_age_limits(table):
-    """Branches an earlier version of the job made with a retention of --branch_retention_days
-    get create_branch's instead, in one compare-and-swap of the metadata the refs were read from
-    (a branch whose head moved meanwhile is left for the next run): snapshot expiry would remove
-    them (see create_branch)."""
-    ops = table.operations()
-    base = ops.current()
-    limit = NO_AGE_LIMIT_DAYS * DAY_MS
-    aged = [(name, ref) for name, ref in java_items(base.refs()) if name.startswith(BRANCH_PREFIX)
-            and ref.isBranch() and (ref.maxRefAgeMs() is None or ref.maxRefAgeMs() < limit)]
-    if not aged:
-        return
+def main_moved_on(table):
+    """{snapshot id: when main last moved off it}, from main's snapshot log (commits, fast-forwards,
+    rollbacks alike), read in one call; a snapshot main still holds, or that the log no longer
+    lists, has no entry."""
     from pyspark import SparkContext
-    iceberg = java(SparkContext._jvm, "org.apache.iceberg")
-    builder = iceberg.TableMetadata.buildFrom(base)
-    for name, ref in aged:
-        builder.setRef(name, iceberg.SnapshotRef.builderFrom(ref).maxRefAgeMs(limit).build())
-    try:
-        with commit_conflicts():
-            ops.commit(base, builder.build())
-    except CommitConflict:
-        log.info("audit branch retention not lifted (the table changed meanwhile); the next run will")
+    parser = java(SparkContext._jvm, "org.apache.iceberg.TableMetadataParser")
+    entries = json.loads(parser.toJson(table.operations().current())).get("snapshot-log", [])
+    moved = {entry["snapshot-id"]: after["timestamp-ms"] for entry, after in zip(entries, entries[1:])}
+    if entries:  # main holds it again (a rollback to it): never moved off since
+        moved.pop(entries[-1]["snapshot-id"], None)
+    return moved
+
+
+def lift_age_limits(table, attempts=3):
+    """Branches an earlier version of the job made with a retention of --branch_retention_days
+    get create_branch's instead, in a compare-and-swap of fresh metadata (retried, then left to
+    the next run): snapshot expiry would remove them (see create_branch)."""
+    from pyspark import SparkContext
+    ops, limit = table.operations(), NO_AGE_LIMIT_DAYS * DAY_MS
+    base = ops.current()
+    for attempt in range(attempts):
+        aged = [(name, ref) for name, ref in java_items(base.refs()) if name.startswith(BRANCH_PREFIX)
+                and ref.isBranch() and (ref.maxRefAgeMs() is None or ref.maxRefAgeMs() < limit)]
+        if not aged:
+            return
+        iceberg = java(SparkContext._jvm, "org.apache.iceberg")
+        builder = iceberg.TableMetadata.buildFrom(base)
+        for name, ref in aged:
+            builder.setRef(name, iceberg.SnapshotRef.builderFrom(ref).maxRefAgeMs(limit).build())
+        try:
+            with commit_conflicts():
+                ops.commit(base, builder.build())
+            return
+        except CommitConflict:
+            base = ops.refresh()
+    log.info("audit branches' retention not lifted (the table kept changing); the next run will")
 
 
 def branch_last_used(name, committed_at, summary, ended, moved_on_ms=None):
@@ -9995,9 +10012,10 @@ def publish_batch(run, source, paths):
                 main = ref_id(table, "main")
                 published = already_on_main(consumed_publishes(spark, t, ledger, run.history, table), batch)
                 record_found(ledger)
+                side_effect("audit branch retention", lambda: lift_age_limits(table))
                 side_effect("audit branch upkeep",  # (not this batch's: this run may resume one)
                             lambda: drop_aged_branches(spark, p, t, table, p.branch_retention_days,
-                                                       run.history, batch.batch_id))
+                                                       batch.batch_id))
             if published is not None:
                 report.main_snapshot_before = main
                 return settle_already_published(run, published, main)
@@ -10304,7 +10322,8 @@ def stage(run, df):
         staged = guard(spark, t, batch, since_ms, branch_made=main is not None)
         staged.last_publish, staged.schema_id = newest, written
         if main is None:  # the write made the branch: it gets the retention create_branch gives
-            create_branch(spark, t, batch.branch, staged.snapshot_id, made=True)
+            side_effect("audit branch retention",  # (else the next run's lift_age_limits gives it)
+                        lambda: create_branch(spark, t, batch.branch, staged.snapshot_id, made=True))
     return staged, observed_metrics(staged.summary, observation)
 
 

@@ -204,6 +204,20 @@ def test_a_branch_left_by_a_run_that_died_before_writing_goes_once_main_moved_on
     assert audit_branches(wap) == [maybe_live]
 
 
+def test_a_branch_at_a_snapshot_main_left_only_now_stays_however_old_the_snapshot_after_it(wap, spark):
+    """Main moved off the branch's snapshot by a fast-forward just now, to a snapshot written 8
+    days ago: a run may have made the branch until now. The move's time is main's snapshot log's."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    staged = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="staged", publish="false")[1].branch
+    age_the_table(wap, 8)
+    maybe_live = "audit_other_4567cdef"  # a run's, made at main just now, not written to yet
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH {maybe_live}")
+    spark.sql(f"CALL local.system.fast_forward('{wap.table}', 'main', '{staged}')")
+    code, report = wap.run(ROWS[1:], checks=[], batch_id="next")
+    assert code == 0 and report.status == "published", report.error
+    assert maybe_live in audit_branches(wap)
+
+
 def test_the_next_run_drops_a_kept_branch_older_than_its_retention(wap):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
     old = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="old", publish="false")[1].branch
