@@ -9648,16 +9648,29 @@ def drop_aged_branches(spark, p, t, table, days, spare=None):
 
 
 def main_moved_on(table):
-    """{snapshot id: when main last moved off it}, from main's snapshot log (commits, fast-forwards,
-    rollbacks alike), read in one call; a snapshot main still holds, or that the log no longer
-    lists, has no entry."""
+    """{snapshot id: the latest a run can have made a branch at it}, from main's snapshot log
+    (commits, fast-forwards, rollbacks alike), read in one call. A run makes its branch at main's
+    snapshot (to stage) or at a staged snapshot whose parent is main's (to resume it), so for a
+    snapshot S that is the later of when main last moved off S and off S's parent. None while
+    main holds either. A snapshot the log no longer lists (expiry trims it) left main before the
+    log's first entry."""
     from pyspark import SparkContext
     parser = java(SparkContext._jvm, "org.apache.iceberg.TableMetadataParser")
-    entries = json.loads(parser.toJson(table.operations().current())).get("snapshot-log", [])
-    moved = {entry["snapshot-id"]: after["timestamp-ms"] for entry, after in zip(entries, entries[1:])}
-    if entries:  # main holds it again (a rollback to it): never moved off since
-        moved.pop(entries[-1]["snapshot-id"], None)
-    return moved
+    metadata = json.loads(parser.toJson(table.operations().current()))
+    log = metadata.get("snapshot-log", [])
+    if not log:
+        return {}
+    left = {entry["snapshot-id"]: after["timestamp-ms"] for entry, after in zip(log, log[1:])}
+    left[log[-1]["snapshot-id"]] = None  # main holds it (again, after a rollback to it)
+
+    def off(snapshot_id):
+        return left.get(snapshot_id, log[0]["timestamp-ms"])
+    deadlines = {}
+    for snapshot in metadata.get("snapshots", []):
+        times = [off(snapshot["snapshot-id"])] + ([off(snapshot["parent-snapshot-id"])]
+                                                  if snapshot.get("parent-snapshot-id") is not None else [])
+        deadlines[snapshot["snapshot-id"]] = None if None in times else max(times)
+    return deadlines
 
 
 def lift_age_limits(table, attempts=3):
@@ -9691,9 +9704,9 @@ def branch_last_used(name, committed_at, summary, ended, moved_on_ms=None):
     old head while its run lives. Otherwise when the ledger says its run ended (`ended`: branch ->
     finished_at); None if it does not say: the run may be running. A branch its run wrote is aged
     by that write once the ledger says the run ended (between its write and its ledger row a run is
-    alive: auditing, publishing). A branch made at a snapshot of main that main moved on from
-    (`moved_on_ms`: its child's commit time) longer ago than any run lives was made before that,
-    by a run that died before it wrote or recorded anything: aged from then."""
+    alive: auditing, publishing). A branch whose head no run can have made a branch at since
+    longer ago than any run lives (`moved_on_ms`: see main_moved_on) was left by a run that died
+    before it wrote or recorded anything: aged from then."""
     written_by = summary.get(RUN_PROPERTY)
     own_head = written_by and name == f"{branch_prefix(summary.get(BATCH_PROPERTY, ''))}{written_by[:8]}"
     if own_head and (name in ended or time.time() - committed_at.timestamp() > LIVE_RUN_SECONDS):

@@ -218,6 +218,22 @@ def test_a_branch_at_a_snapshot_main_left_only_now_stays_however_old_the_snapsho
     assert maybe_live in audit_branches(wap)
 
 
+def test_a_branch_resuming_a_snapshot_rolled_back_off_main_stays(wap, spark):
+    """A staged snapshot published by hand and rolled back: main left it long ago, but its parent
+    is main's snapshot again, so a rerun of its batch may have just made a branch at it to resume it."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    main = wap.refs()["main"]
+    staged = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="x", publish="false")[1]
+    spark.sql(f"CALL local.system.fast_forward('{wap.table}', 'main', '{staged.branch}')")
+    spark.sql(f"CALL local.system.rollback_to_snapshot('{wap.table}', {main})")
+    age_the_table(wap, 8)
+    resuming = "audit_x_89abcdef"  # a rerun of batch x's, made at the staged snapshot just now
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH {resuming} AS OF VERSION {staged.staged_snapshot}")
+    code, report = wap.run(ROWS[1:], checks=[], batch_id="next")
+    assert code == 0 and report.status == "published", report.error
+    assert audit_branches(wap) == [resuming], "the staged run's own branch went (8 days), not this one"
+
+
 def test_the_next_run_drops_a_kept_branch_older_than_its_retention(wap):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
     old = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="old", publish="false")[1].branch
