@@ -9658,17 +9658,19 @@ def main_moved_on(table):
     parser = java(SparkContext._jvm, "org.apache.iceberg.TableMetadataParser")
     metadata = json.loads(parser.toJson(table.operations().current()))
     log = metadata.get("snapshot-log", [])
-    if not log:
+    if not log or metadata.get("current-snapshot-id", -1) in (-1, None):  # (empty: any first snapshot resumes)
         return {}
     left = {entry["snapshot-id"]: after["timestamp-ms"] for entry, after in zip(log, log[1:])}
     left[log[-1]["snapshot-id"]] = None  # main holds it (again, after a rollback to it)
 
-    def off(snapshot_id):
-        return left.get(snapshot_id, log[0]["timestamp-ms"])
+    def off(snapshot):
+        """When main left the snapshot's parent; a first snapshot's parent is an empty main."""
+        if snapshot.get("parent-snapshot-id") is not None:
+            return left.get(snapshot["parent-snapshot-id"], log[0]["timestamp-ms"])
+        return next((e["timestamp-ms"] for e in log if e["timestamp-ms"] > snapshot["timestamp-ms"]), None)
     deadlines = {}
     for snapshot in metadata.get("snapshots", []):
-        times = [off(snapshot["snapshot-id"])] + ([off(snapshot["parent-snapshot-id"])]
-                                                  if snapshot.get("parent-snapshot-id") is not None else [])
+        times = [left.get(snapshot["snapshot-id"], log[0]["timestamp-ms"]), off(snapshot)]
         deadlines[snapshot["snapshot-id"]] = None if None in times else max(times)
     return deadlines
 

@@ -234,6 +234,22 @@ def test_a_branch_resuming_a_snapshot_rolled_back_off_main_stays(wap, spark):
     assert audit_branches(wap) == [resuming], "the staged run's own branch went (8 days), not this one"
 
 
+def test_a_branch_resuming_a_first_snapshot_staged_on_a_replaced_table_stays(wap, spark):
+    """REPLACE TABLE empties main but keeps its snapshot log: a snapshot staged on the empty main
+    has no parent, and a rerun may resume it for as long as main stays empty."""
+    assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
+    age_the_table(wap, 10)
+    spark.sql(f"CREATE OR REPLACE TABLE {wap.sql} (id BIGINT, amount DOUBLE) USING iceberg")
+    staged = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="x", publish="false")[1]
+    assert staged.status == "staged", staged.error
+    resuming = "audit_x_89abcdef"  # a rerun of batch x's, made at the staged snapshot
+    spark.sql(f"ALTER TABLE {wap.sql} CREATE BRANCH {resuming} AS OF VERSION {staged.staged_snapshot}")
+    age_the_table(wap, 8)
+    code, report = wap.run(ROWS[1:], checks=[], batch_id="y", branch_retention_days="1")
+    assert code == 0 and report.status == "published", report.error
+    assert audit_branches(wap) == [resuming], "the staged run's own branch went (8 days), not this one"
+
+
 def test_the_next_run_drops_a_kept_branch_older_than_its_retention(wap):
     assert wap.run([{"id": 0, "amount": 0.0}], checks=[])[0] == 0
     old = wap.run([{"id": 1, "amount": 1.0}], checks=[], batch_id="old", publish="false")[1].branch
