@@ -482,12 +482,15 @@ COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate")
 MAX_LISTED_FILES = 10_000
 
 
-def infer_format(path, names=None):
+def infer_format(path, names=None, new=False):
     """The reader, from the path's extension or, for a folder (local or s3://), from its files
-    (`names`, when already listed): they must all be of one known kind."""
+    (`names`, when already listed): they must all be of one known kind. An empty folder of files
+    that arrive (`new`) has no format yet, and nothing to read: csv stands in."""
     if extension_of(path) in SOURCE_EXTENSIONS:
         names = [path]
     names = list_folder(path) if names is None else names
+    if new and not names:
+        return "csv"
     extensions = sorted({extension_of(n) for n in names if not summary_file(n.rsplit("/", 1)[-1])})
     formats = {SOURCE_EXTENSIONS.get(e) for e in extensions}
     if len(formats) == 1 and None not in formats:
@@ -620,10 +623,11 @@ def is_type(test):
         return False
 
 
-def local_source_names(source_path, path):
-    """Check a local source before anything runs (exit 2): it exists, holds data, is listed as
-    Spark would list it, and nothing the read would open is a named pipe, socket or device (the
-    read would never end). The names of its files, listed once, for the format's inference."""
+def local_source_names(source_path, path, new=False):
+    """Check a local source before anything runs (exit 2): it exists, holds data (or, `new`: a
+    folder of files that arrive, may be empty today), is listed as Spark would list it, and
+    nothing the read would open is a named pipe, socket or device (the read would never end).
+    The names of its files, listed once, for the format's inference."""
     try:
         if not os.path.isdir(path):
             if os.stat(path).st_size == 0 and os.path.isfile(path):
@@ -631,7 +635,7 @@ def local_source_names(source_path, path):
             special, names = path if special_file(path) else None, None
         else:
             entries = list(local_data_files(path))
-            if not entries:
+            if not entries and not new:
                 raise bad_input(f"--source_path: folder {source_path!r} holds no data files")
             names = [e.name for e in entries]  # a regular file's entry needs no stat:
             special = next((e.path for e in entries if not is_type(e.is_file) and special_file(e.path)), None)
@@ -655,10 +659,15 @@ def special_file(path):
     return S_ISFIFO(mode) or S_ISSOCK(mode) or S_ISCHR(mode) or S_ISBLK(mode)
 
 
-def check_catalog_is_safe(catalog, catalog_type, warehouse):
-    """A hadoop catalog commits by renaming a file, which S3 cannot do atomically: concurrent runs
-    could lose each other's commits, and exactly-once rests on atomic commits."""
-    if catalog_type == "hadoop" and str(warehouse or "").startswith(("s3://", "s3a://", "s3n://")):
+HADOOP_CATALOG = "org.apache.iceberg.hadoop.HadoopCatalog"
+
+
+def check_catalog_is_safe(catalog, catalog_type, warehouse, impl=None):
+    """A hadoop catalog (its type in any case, as Iceberg reads it, or its class as catalog-impl)
+    commits by renaming a file, which S3 cannot do atomically: concurrent runs could lose each
+    other's commits, and exactly-once rests on atomic commits."""
+    hadoop = str(catalog_type or "").lower() == "hadoop" or str(impl or "") == HADOOP_CATALOG
+    if hadoop and str(warehouse or "").lower().startswith(("s3://", "s3a://", "s3n://")):
         raise bad_input(f"--catalog_type: catalog {catalog!r} is a hadoop catalog on {warehouse}, which "
                         "has no atomic commit (concurrent runs could lose commits); use "
                         "--catalog_type glue")
@@ -708,8 +717,9 @@ def parse_params(argv):
         if not raw.get(name) or not str(raw[name]).strip():
             raise bad_input(f"--{name}: required")
     source_path = (raw["source_path"] or "").strip()
+    new = str(raw["source_files"] or "").strip().lower() == "new"
     local = None if status else local_source(source_path)
-    names = None if local is None else local_source_names(source_path, local)
+    names = None if local is None else local_source_names(source_path, local, new)
     namespace, table_name = parse_table_name("table", raw["table"])
     runs_namespace, runs_name = (parse_table_name("runs_table", raw["runs_table"]) if raw["runs_table"]
                                  else (namespace, f"{table_name}_wap_runs"))
@@ -727,11 +737,14 @@ def parse_params(argv):
         raise bad_input(f"--catalog_type: expected glue or hadoop, got {catalog_type!r}")
     if catalog_type == "glue":
         check_glue_tables(namespace, table_name, runs_namespace, runs_name, bool(raw["runs_table"]))
+    if glue and catalog_type == "hadoop" and not raw["warehouse"]:
+        raise bad_input("--warehouse: required for a hadoop catalog on Glue (the default ./warehouse is "
+                        "on the job's driver, gone when its run ends); use --catalog_type glue")
     warehouse = raw["warehouse"] or ("./warehouse" if catalog_type == "hadoop" else None)
     check_catalog_is_safe(catalog, catalog_type, warehouse)
     if catalog_type == "hadoop" and "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
-    source_format = (raw["source_format"] or ("csv" if status else infer_format(source_path, names))).lower()
+    source_format = (raw["source_format"] or ("csv" if status else infer_format(source_path, names, new))).lower()
     if source_format not in SOURCE_FORMATS:
         raise bad_input(f"--source_format: expected one of {', '.join(SOURCE_FORMATS)}, "
                         f"got {source_format!r}")
@@ -1066,6 +1079,18 @@ def is_count(value, minimum=0):
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
+def is_share(value):
+    return is_number(value) and 0 <= value <= 1
+
+
+def is_bool(value):
+    return isinstance(value, bool)
+
+
+def is_text(value):
+    return isinstance(value, str) and bool(value.strip())
+
+
 @dataclass
 class Spec:
     """One check's JSON while it is parsed: `need` raises the one-line error naming the check."""
@@ -1105,15 +1130,19 @@ class Spec:
                 self.need(kinds_ok(spec[bound]), f"{bound} must be {what}")
                 setattr(c, bound, spec[bound])
         for flag in ("min_exclusive", "max_exclusive"):
-            if flag in spec:
-                self.need(isinstance(spec[flag], bool), f"{flag} must be true or false")
-                setattr(c, flag, spec[flag])
+            self.take(flag, is_bool, "true or false")
 
     def lookback(self, default):
         value = self.spec.get("lookback", default)
         self.need(is_count(value, 1) and value <= MAX_LOOKBACK,
                   f"lookback must be a whole number from 1 to {MAX_LOOKBACK}")
         return value
+
+    def take(self, key, ok, what):
+        """spec[key] onto the check, if given: `ok(value)`, or the error "<key> must be <what>"."""
+        if key in self.spec:
+            self.need(ok(self.spec[key]), f"{key} must be {what}")
+            setattr(self.check, key, self.spec[key])
 
     def text(self, key, what):
         self.need(isinstance(self.spec[key], str) and self.spec[key].strip(), f"{key} must be {what}")
@@ -1147,8 +1176,7 @@ def parse_accepted_values(s):
 
 
 def parse_pattern(s):
-    s.need(isinstance(s.spec["pattern"], str) and s.spec["pattern"], "pattern must be a string")
-    s.check.pattern = s.spec["pattern"]
+    s.take("pattern", lambda v: isinstance(v, str) and v, "a string")
 
 
 def parse_expression(s):
@@ -1164,17 +1192,13 @@ def parse_schema(s):
 
 
 def parse_freshness(s):
-    hours = s.spec["max_age_hours"]
-    s.need(is_number(hours) and hours > 0, "max_age_hours must be a number > 0")
-    s.check.max_age_hours = hours
+    s.take("max_age_hours", lambda v: is_number(v) and v > 0, "a number > 0")
 
 
 def parse_volume(s):
     s.need("min_ratio" in s.spec or "max_ratio" in s.spec, "needs min_ratio and/or max_ratio")
     for key in ("min_ratio", "max_ratio"):
-        if key in s.spec:
-            s.need(is_number(s.spec[key]) and s.spec[key] >= 0, f"{key} must be a number >= 0")
-            setattr(s.check, key, s.spec[key])
+        s.take(key, lambda v: is_number(v) and v >= 0, "a number >= 0")
     s.check.lookback = s.lookback(5)
 
 
@@ -1304,10 +1328,8 @@ def parse_anomaly(s):
         c.column = c.columns[0]
     s.need(c.stat != "quantile", "metric: use median (quantile needs q)")
     c.lookback = s.lookback(10)
-    c.min_history = s.spec.get("min_history", 3)
-    s.need(is_count(c.min_history, 1), "min_history must be a whole number >= 1")
-    c.max_deviations = s.spec.get("max_deviations", 3.0)
-    s.need(is_number(c.max_deviations) and c.max_deviations > 0, "max_deviations must be a number > 0")
+    s.take("min_history", lambda v: is_count(v, 1), "a whole number >= 1")
+    s.take("max_deviations", lambda v: is_number(v) and v > 0, "a number > 0")
 
 
 def parse_composite(s):
@@ -1345,9 +1367,7 @@ def parse_stat(s):
         s.need(arity in (1, "1+"), f"{c.stat} takes {arity} columns")
         s.need("column" in spec, "missing parameter column")
     s.need((c.stat == "quantile") == ("q" in spec), "q (0..1) goes with stat quantile, and only with it")
-    if "q" in spec:
-        s.need(is_number(spec["q"]) and 0 <= spec["q"] <= 1, "q must be a number from 0 to 1")
-        c.q = spec["q"]
+    s.take("q", is_share, "a number from 0 to 1")
 
 
 def parse_profile(s):
@@ -1506,8 +1526,7 @@ def parse_file_match(s):
     if "compare_path" in s.spec:
         s.need("algorithm" not in s.spec, "algorithm goes with checksums")
         parse_file_path(s, "compare_path")
-        c.match_file_name = s.spec.get("match_file_name", False)
-        s.need(isinstance(c.match_file_name, bool), "match_file_name must be true or false")
+        s.take("match_file_name", is_bool, "true or false")
         return
     s.need("match_file_name" not in s.spec, "match_file_name goes with compare_path")
     sums = s.spec["checksums"]
@@ -1552,16 +1571,11 @@ def parse_kind(s, kind):
     need(action != RECORD or kind in RECORDING_KINDS,
          f"action record needs a metric ({', '.join(RECORDING_KINDS)}), not {kind}")
     c = s.check = Check(name="", check=kind, action=action)
-    if "where" in spec:
-        need(KINDS[kind].where, f"where does not apply to {kind}")
-        need(isinstance(spec["where"], str) and spec["where"].strip(), "where must be a SQL condition")
-        c.where = spec["where"]
-    if "column" in spec and kind not in ("unique", "primary_key", "relationship"):
-        need(isinstance(spec["column"], str) and spec["column"], "column must be a column name")
-        c.column = spec["column"]
-    if "allow_null" in spec:
-        need(isinstance(spec["allow_null"], bool), "allow_null must be true or false")
-        c.allow_null = spec["allow_null"]
+    need("where" not in spec or KINDS[kind].where, f"where does not apply to {kind}")
+    s.take("where", is_text, "a SQL condition")
+    if kind not in ("unique", "primary_key", "relationship"):
+        s.take("column", lambda v: isinstance(v, str) and v, "a column name")
+    s.take("allow_null", is_bool, "true or false")
     KINDS[kind].parse(s)
     if "threshold" in spec:
         need(kind in THRESHOLD_KINDS, f"threshold applies to {', '.join(THRESHOLD_KINDS)}")
@@ -1576,16 +1590,9 @@ def parse_kind(s, kind):
              and all(isinstance(k, str) and isinstance(v, str) for k, v in spec["labels"].items()),
              "labels must be an object of string -> string")
         c.labels = dict(spec["labels"])
-    if "dqdl" in spec:
-        need(isinstance(spec["dqdl"], str) and spec["dqdl"].strip(), "dqdl must be DQDL rule text")
-        c.dqdl = spec["dqdl"]
-    if "max_failing_rows" in spec:
-        need(is_count(spec["max_failing_rows"]), "max_failing_rows must be a whole number >= 0")
-        c.max_failing_rows = spec["max_failing_rows"]
-    if "max_failing_fraction" in spec:
-        v = spec["max_failing_fraction"]
-        need(is_number(v) and 0 <= v <= 1, "max_failing_fraction must be a number from 0 to 1")
-        c.max_failing_fraction = v
+    s.take("dqdl", is_text, "DQDL rule text")
+    s.take("max_failing_rows", is_count, "a whole number >= 0")
+    s.take("max_failing_fraction", is_share, "a number from 0 to 1")
     name = spec.get("name")
     if name is not None:
         need(isinstance(name, str) and name.strip(), "name must be a non-empty string")
@@ -3793,7 +3800,7 @@ def create_session(p):
         for key, value in catalog_conf(p).items():
             spark.conf.set(key, value)
     check_catalog_is_safe(p.catalog, spark.conf.get(f"{prefix}.type", None),
-                          spark.conf.get(f"{prefix}.warehouse", None))
+                          spark.conf.get(f"{prefix}.warehouse", None), spark.conf.get(f"{prefix}.catalog-impl", None))
     # Every Iceberg read of the run (the audit's, a sql check's named tables) computes MIN/MAX from
     # rows: file bounds leave NaN out, so a double column holding NaN would report its largest number
     spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", "false")
@@ -4059,7 +4066,13 @@ def list_source_files(spark, path):
     root = java(jvm, "org.apache.hadoop.fs.Path")(path)
     fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     root_text = fs.makeQualified(root).toString().rstrip("/")
-    found = fs.listFiles(root, True)
+    from py4j.protocol import Py4JJavaError
+    try:
+        found = fs.listFiles(root, True)
+    except Py4JJavaError as e:  # an S3 prefix with no object left (the files were archived): none is new
+        if e.java_exception.getClass().getName() != "java.io.FileNotFoundException":
+            raise
+        return []
     files = []
     while found.hasNext():
         name = found.next().getPath().toString()
@@ -6330,20 +6343,13 @@ def resplit(c):
     return c.action == "drop" and c.reads_tables
 
 
-def stat_aggregate(c):
-    """One column statistic as an aggregate over the rows in scope (NULLs ignored, as SQL does)."""
-    from pyspark.sql import functions as F
-    value = value_in_scope(c)
-    return STATS[c.stat].aggregate(F, value, value.cast("double"), c)
-
-
 PERCENTILE_ACCURACY = 10_000  # median, quantile: within 1/10,000 of the rows' rank
 DISTINCT_RSD = 0.01  # --suggest_checks' profile: HyperLogLog++ relative standard deviation
 
 
 def metric_key(c):
     """The run ledger's key for a check's statistic, so anomaly checks find its history."""
-    if c.check in MATCH_KINDS + ("relationship",):
+    if KINDS[c.check].reads == OTHER_TABLE:
         return match_metric_key(c)
     if c.check == "file_uniqueness":  # the files it reads: the location and which of its files
         chosen = "" if c.select is None else ":" + hashlib.sha1(repr(c.select).encode()).hexdigest()[:12]
@@ -6362,9 +6368,6 @@ def key_name(name):
     "x where y > 0" (or "x where") with column x under `where: y > 0` (or `where: where - y > 0`))."""
     plain = re.fullmatch(r"[^,=:`]+", name) and not re.search(r"\swhere(\s|$)", name, re.I)
     return name.lower() if plain else quote(name.lower())
-
-
-MATCH_KINDS = ("row_count_match", "schema_match", "aggregate_match", "dataset_match")
 
 
 def match_metric_key(c):
@@ -6483,19 +6486,15 @@ def audit_anomaly(a, c):
     """The statistic against the same metric of the last published runs: the distance from the
     history's median in units of its scaled median absolute deviation (robust). Zero spread means
     any change is an anomaly; too little history passes."""
-    return measured_as(c, anomaly_result(c, measure(a, c), a.ledger, a.in_rows(c)))
-
-
-def anomaly_result(c, value, ledger, in_rows):
-    key = metric_key(c)
-    history = [x for x in (ledger_metric(r, key) for r in ledger.recent(c.lookback, Status.PUBLISHED))
+    value, in_rows, key = measure(a, c), a.in_rows(c), metric_key(c)
+    history = [x for x in (ledger_metric(r, key) for r in a.ledger.recent(c.lookback, Status.PUBLISHED))
                if x is not None]
     if value is None:
-        return check_result(c, None, in_rows, observed=None, detail="no values")
+        return measured_as(c, check_result(c, None, in_rows, observed=None, detail="no values"))
     if len(history) < c.min_history:
         result = check_result(c, None, in_rows, observed=value)
         result["history"] = len(history)
-        return result
+        return measured_as(c, result)
     median = statistics.median(history)
     spread = MAD_SCALE * statistics.median([abs(x - median) for x in history])
     low, high = median - c.max_deviations * spread, median + c.max_deviations * spread
@@ -6510,7 +6509,7 @@ def anomaly_result(c, value, ledger, in_rows):
     result = check_result(c, None, in_rows, observed=value, detail=detail)
     result["expected"] = [round(low, 6), round(high, 6)]
     result["history"] = len(history)
-    return result
+    return measured_as(c, result)
 
 
 def missing_references(df, target, c):
@@ -7536,25 +7535,22 @@ def audit_schema(a, c):
     return check_result(c, None, a.total, observed=actual, detail="; ".join(problems) or None)
 
 
-def audit_keys(a, c):
-    """unique, primary_key: the key range from the files' bounds or the pass prunes the look-up."""
-    bounds = a.proof.keys.get(c.name) or [(plain(a.row[key_bound(c, j, "lo")]), plain(a.row[key_bound(c, j, "hi")]))
-                                          for j in range(len(c.columns))]
-    return audit_unique(a, c, bounds, a.row.get(null_key_metric(c)) or 0, a.row.get(key_list_metric(c)))
-
-
 def null_key_metric(c):
     return metric_name("nullkey", c.columns, c.where)
 
 
-def audit_unique(a, c, bounds, null_keys=0, gathered=None):
-    """Duplicates within the batch, plus batch keys already on main; reads only the key columns.
-    A primary_key also fails its rows with a NULL in the key (`null_keys`, counted in the row pass).
+def audit_keys(a, c):
+    """unique, primary_key: duplicates within the batch, plus batch keys already on main; reads
+    only the key columns. A primary_key also fails its rows with a NULL in the key (counted in the
+    row pass). The key range, from the files' bounds or the pass, prunes the look-up on main.
 
     Fast path first: if no key of main falls in the batch's key range and an exact bitmap count
     proves the batch's keys distinct, the check passes without a key shuffle. Otherwise (or if
     the proof fails) the keys are grouped, which counts the offending rows and samples them."""
     from pyspark.sql import functions as F
+    bounds = a.proof.keys.get(c.name) or [(plain(a.row[key_bound(c, j, "lo")]), plain(a.row[key_bound(c, j, "hi")]))
+                                          for j in range(len(c.columns))]
+    null_keys, gathered = a.row.get(null_key_metric(c)) or 0, a.row.get(key_list_metric(c))
     spark, t, parent, whole_table, total = a.spark, a.t, a.parent, a.whole_table, a.in_rows(c)
     keys = [col(k) for k in c.columns]
     not_null = F.lit(True)
@@ -7944,8 +7940,13 @@ def key_range(c):
 
 
 def statistic(c):
-    """stat, anomaly: a column statistic, unless it is counted (rows, columns) or grouped."""
-    return {stat_metric(c): stat_aggregate(c)} if c.measures else {}
+    """stat, anomaly: a column statistic over the rows in scope (NULLs ignored, as SQL does),
+    unless it is counted (rows, columns) or grouped."""
+    from pyspark.sql import functions as F
+    if not c.measures:
+        return {}
+    value = value_in_scope(c)
+    return {stat_metric(c): STATS[c.stat].aggregate(F, value, value.cast("double"), c)}
 
 
 def no_metric(c):
@@ -7953,6 +7954,7 @@ def no_metric(c):
 
 
 LEDGER_READS = "the run ledger"  # a Kind's `reads` when it compares with earlier publishes
+OTHER_TABLE = "another table"  # ... when it compares with reference tables
 
 
 @dataclass(frozen=True)
@@ -8011,7 +8013,7 @@ KINDS = {
     "stat": Kind(({"stat"}, BOUNDS | {"column", "columns", "q", "condition"}), parse_stat, audit_stat, statistic,
                  validate=valid_stat),
     "relationship": Kind(({"to_table"}, {"column", "columns", "to_column", "to_columns", "condition"}), parse_relationship,
-                         audit_relationship, decided_by="scan", reads="another table", validate=valid_relationship),
+                         audit_relationship, decided_by="scan", reads=OTHER_TABLE, validate=valid_relationship),
     "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
                 where=False),
     "sql_rows": Kind(({"query"}, set()), parse_sql_rows, audit_sql_rows, decided_by="scan", reads="main",
@@ -8019,13 +8021,13 @@ KINDS = {
     "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations", "query"}), parse_anomaly, audit_anomaly,
                     statistic, reads=LEDGER_READS, validate=valid_stat),
     "row_count_match": Kind(({"reference"}, MEASURE), parse_reference, audit_row_count_match,
-                            decided_by="scan", reads="another table", where=False, validate=valid_reference),
+                            decided_by="scan", reads=OTHER_TABLE, where=False, validate=valid_reference),
     "schema_match": Kind(({"reference"}, MEASURE), parse_reference, audit_schema_match,
-                         decided_by="metadata", reads="another table", where=False, validate=valid_reference),
+                         decided_by="metadata", reads=OTHER_TABLE, where=False, validate=valid_reference),
     "aggregate_match": Kind(({"aggregates"}, MEASURE), parse_aggregate_match, audit_aggregate_match,
-                            batch_aggregates, reads="another table", where=False, validate=valid_reference),
+                            batch_aggregates, reads=OTHER_TABLE, where=False, validate=valid_reference),
     "dataset_match": Kind(({"reference", "columns"}, MEASURE | {"to_columns", "match_columns", "to_match_columns"}),
-                          parse_dataset_match, audit_dataset_match, decided_by="scan", reads="another table",
+                          parse_dataset_match, audit_dataset_match, decided_by="scan", reads=OTHER_TABLE,
                           where=False, validate=valid_reference),
     # audited through its rules (leaf_checks); it reads what they read
     "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
@@ -9682,12 +9684,12 @@ def lift_age_limits(table, attempts=3):
     from pyspark import SparkContext
     ops, limit = table.operations(), NO_AGE_LIMIT_DAYS * DAY_MS
     base = ops.current()
-    for attempt in range(attempts):
+    for _ in range(attempts):
         aged = [(name, ref) for name, ref in java_items(base.refs()) if name.startswith(BRANCH_PREFIX)
                 and ref.isBranch() and (ref.maxRefAgeMs() is None or ref.maxRefAgeMs() < limit)]
         if not aged:
             return
-        iceberg = java(SparkContext._jvm, "org.apache.iceberg")
+        iceberg = java(SparkContext._jvm, "org.apache.iceberg")  # (cached)
         builder = iceberg.TableMetadata.buildFrom(base)
         for name, ref in aged:
             builder.setRef(name, iceberg.SnapshotRef.builderFrom(ref).maxRefAgeMs(limit).build())

@@ -899,6 +899,28 @@ def test_new_source_files_are_each_published_exactly_once(wap, tmp_path):
     assert wap.ids() == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.parametrize("format_given", [True, False])
+def test_a_new_files_folder_emptied_after_its_loads_has_nothing_to_publish(wap, tmp_path, format_given):
+    """Files archived once loaded leave the landing folder empty on a day without delivery: that
+    is nothing new (exit 0), not bad input; the next delivery is loaded."""
+    from conftest import write_csv
+    folder, fmt = tmp_path / "landing", {"source_format": "csv"} if format_given else {}
+    write_csv(folder / "day0.csv", [{"id": 1, "amount": 1.0}])
+    assert wap.run(str(folder), checks=UNIQUE, source_files="new", **fmt)[0] == 0
+    os.remove(folder / "day0.csv")
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", **fmt)
+    assert code == 0 and report.status == "nothing_to_publish", report.error
+    write_csv(folder / "day1.csv", [{"id": 2, "amount": 2.0}])
+    code, report = wap.run(str(folder), checks=UNIQUE, source_files="new", **fmt)
+    assert code == 0 and report.status == "published" and wap.ids() == [1, 2], report.error
+
+
+def test_a_new_files_prefix_with_no_object_left_lists_no_file(spark, tmp_path):
+    """An S3 prefix whose every object was archived no longer exists for Hadoop's listing, which
+    raises FileNotFoundException there (as for a local folder gone): no file is new."""
+    assert wap_etl.list_source_files(spark, str(tmp_path / "gone")) == []
+
+
 GLUE_ERA_SESSION = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])

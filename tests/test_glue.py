@@ -69,6 +69,14 @@ def test_glue_missing_required_parameter_exits_2(wap, glue):
     assert code == 2 and "--table" in report.error
 
 
+def test_a_hadoop_catalog_on_glue_without_a_warehouse_is_refused(wap, glue):
+    """Its default ./warehouse would be on the job's driver: published rows gone with the run."""
+    argv = ["--JOB_NAME", "j", "--source_path", wap.csv([{"id": 1}]), "--table", "db.t", "--catalog_type", "hadoop"]
+    with pytest.raises(wap_etl.WapError, match=r"^--warehouse: required for a hadoop catalog on Glue") as e:
+        wap_etl.parse_params(argv)
+    assert e.value.code == wap_etl.EXIT_BAD_INPUT
+
+
 def test_glue_catalog_type_defaults_to_glue(wap, glue):
     argv = ["--JOB_NAME", "j", "--source_path", wap.csv([{"id": 1}]), "--table", "db.t"]
     p = wap_etl.parse_params(argv)
@@ -124,7 +132,7 @@ def source(tmp_path):
 
 
 def test_glue_own_arguments_are_tolerated_and_not_taken_for_ours(source):
-    argv = GLUE_OWN + ["--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop",
+    argv = GLUE_OWN + ["--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop", "--warehouse", "wh",
                        "--enable-metrics", "--batch_id", "b1", "--publish", "false"]
     p = wap_etl.parse_params(argv)
     assert (p.table, p.batch_id, p.publish, p.source_path) == ("shop.orders", "b1", False, source)
@@ -136,7 +144,7 @@ def test_glue_own_arguments_are_tolerated_and_not_taken_for_ours(source):
 def test_a_glue_argument_whose_value_looks_like_ours_is_not_ours(source):
     """pip options go in --python-modules-installer-option; its value is never a parameter of ours."""
     argv = ["--JOB_NAME", "j", "--python-modules-installer-option", "--batch_id",
-            "--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop"]
+            "--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop", "--warehouse", "wh"]
     p = wap_etl.parse_params(argv)
     assert p.batch_id is None and p.table == "shop.orders"
 
@@ -148,7 +156,7 @@ def test_glue_parameter_without_its_value_exits_2(source, no_session):
 
 
 def test_glue_rerun_command_keeps_the_job_arguments_but_not_this_runs_ids(source):
-    argv = GLUE_OWN + ["--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop"]
+    argv = GLUE_OWN + ["--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop", "--warehouse", "wh"]
     command = wap_etl.rerun_command(wap_etl.parse_params(argv), argv)
     arguments = wap_etl.json.loads(wap_etl.shlex.split(command)[-1])
     assert arguments["--table"] == "shop.orders" and arguments["--enable-metrics"] == ""
@@ -285,7 +293,7 @@ def test_a_token_in_a_glue_argument_never_reaches_the_rerun_command(source):
     argv = ["--JOB_NAME", "j", "--python-modules-installer-option",
             "--index-url https://aws:TOKEN-S3CR3T@repo.example/simple", "--conf",
             "spark.hadoop.fs.s3a.secret.key=KEY-S3CR3T --conf spark.sql.shuffle.partitions=4",
-            "--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop"]
+            "--source_path", source, "--table", "shop.orders", "--catalog_type", "hadoop", "--warehouse", "wh"]
     p = wap_etl.parse_params(argv)
     command = wap_etl.rerun_command(p, argv)
     assert "S3CR3T" not in command and "<redacted>" in command

@@ -122,6 +122,8 @@ CASES = {
                              {"mode": "merge", "merge_keys": "id"}, ["--merge_keys", "'id'", "1 row"]),
     "hadoop catalog on S3": (None, {"catalog": "s3cat", "catalog_type": "hadoop", "warehouse": "s3://b/w"},
                              ["--catalog_type"]),
+    "hadoop catalog on S3 spelled in capitals": (None, {"catalog": "s3cat", "catalog_type": "hadoop",
+                                                         "warehouse": "S3://b/w"}, ["--catalog_type"]),
     "delete condition on a name both sides have": (None, {"mode": "merge", "merge_keys": "id",
                                                           "delete_condition": "amount > 5"},
                                                    ["--delete_condition", "amount"]),
@@ -211,6 +213,24 @@ def test_hostile_input_exits_2_and_writes_nothing(wap, spark, tmp_path, case):
     argv = wap.args(source, **params) + [a for k, v in extra.items() for a in (f"--{k}", v)]
     code, report = wap_etl.run(argv)
     assert_refused(wap, spark, code, report, named)
+
+
+@pytest.mark.parametrize("conf", [{"type": "HADOOP"}, {"catalog-impl": "org.apache.iceberg.hadoop.HadoopCatalog"}])
+def test_a_hadoop_catalog_on_s3_set_up_in_the_sessions_conf_is_refused(wap, spark, conf):
+    """Iceberg reads a catalog's type in any case, and takes its class as catalog-impl: either way
+    a hadoop catalog on S3 (renames, no atomic commit) is refused before anything is written."""
+    prefix = "spark.sql.catalog.s3conf"
+    settings = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.warehouse": "s3://bucket/w",
+                **{f"{prefix}.{k}": v for k, v in conf.items()}}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        code, report = wap.run(GOOD, catalog="s3conf", checks=NOT_NULL)
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+    assert code == 2 and "hadoop catalog on s3://bucket/w" in report.error, report.error
+    assert wap.wap_branch_conf() is None
 
 
 def test_strings_spark_reads_as_the_column_or_compares_as_text_are_accepted(wap):
