@@ -5759,17 +5759,19 @@ def can_widen(source, target):
 # =================================================================================================
 
 def split_dropped(spark, checks, df):
-    """Tag each row with the drop checks it fails; bad rows go to quarantine, not to the table."""
+    """Tag each row with the drop checks it fails; bad rows go to quarantine, not to the table.
+    Returns (good, bad, the tagged rows, cached for this run: unpersist them as it ends, or a
+    later run in the same driver would read this run's split of the same plan)."""
     from pyspark.sql import functions as F
     drops = [c for c in checks if c.action == "drop"]
     if not drops:
-        return df, None
+        return df, None, None
     failed = F.filter(F.array(*[F.when(failing_rows_condition(c), F.lit(c.name)) for c in drops]),
                       lambda x: x.isNotNull())
     tagged = df.withColumn("_wap_failed_checks", failed).persist()
     good = tagged.filter(F.size("_wap_failed_checks") == 0).drop("_wap_failed_checks")
     bad = tagged.filter(F.size("_wap_failed_checks") > 0)
-    return good, bad
+    return good, bad, tagged
 
 
 def quarantine_ref(t):
@@ -5844,10 +5846,13 @@ def tidy_quarantine(spark, t, report, batch):
     side_effect("quarantine tidy-up", tidy)
 
 
-def write_branch(spark, p, t, df, batch, aggs=None):
+def write_branch(spark, p, t, df, batch, aggs=None, spec_id=None):
     """Write the batch to this run's branch in the run's mode. Every snapshot it commits carries
     the run's identity. With `aggs`, the row checks' aggregates are observed on the rows as they
-    are written (append and overwrite_partitions): the Observation is returned."""
+    are written (append and overwrite_partitions): the Observation is returned. An overwrite of
+    the batch's partitions writes by `spec_id`, the partition spec refuse_changed_table approved:
+    Iceberg replaces the partitions of the files' spec, and a spec changed in between would have
+    it replace the whole table (unpartitioned) or none of the old files (another spec)."""
     from pyspark.sql import Observation
     properties = batch.snapshot_properties()
     observation = None
@@ -5862,6 +5867,8 @@ def write_branch(spark, p, t, df, batch, aggs=None):
             writer = df.writeTo(t.sql)
             for key, value in properties.items():
                 writer = writer.option(f"snapshot-property.{key}", value)
+            if spec_id is not None and p.mode == "overwrite_partitions":
+                writer = writer.option("output-spec-id", str(spec_id))
             writer.append() if p.mode == "append" else writer.overwritePartitions()
     finally:
         spark.conf.unset("spark.wap.branch")
@@ -6242,15 +6249,45 @@ def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None, sum
     kept = batch.alias("s")
     if p.delete_condition:
         kept = kept.filter(~F.coalesce(F.expr(p.delete_condition), F.lit(False)))
-    keys = kept.select(*[col(k) for k in p.merge_keys]).distinct()
-    return rows.join(keys, p.merge_keys, "left_semi")
+    types = rows.select(*[col(k) for k in p.merge_keys]).schema.fields
+    keys = kept.select(*[col(k).cast(f.dataType).alias(f.name) for k, f in zip(p.merge_keys, types)])
+    written = merged_keys(spark, t, staged, parent, [f.name for f in types])
+    return rows.join(keys.unionByName(written).distinct(), [f.name for f in types], "left_semi")
 
 
-def added_entries(spark, t, snapshot_id):
-    """The `entries` metadata table's rows of the data files a snapshot added (its manifests')."""
+def merged_keys(spark, t, staged, parent, keys):
+    """The keys of the rows a staged merge wrote, read from the snapshot: those of its added files
+    but for the rows as they were in the files it removed (a copy-on-write merge rewrites whole
+    files, carrying rows over unchanged). The batch evaluated again for the audit may differ from
+    the one merged (a transform reading the clock or a table, another run's resumed snapshot): no
+    row it wrote goes unaudited. Columns the merge added count as changed where not NULL."""
+    from pyspark.sql import functions as F
+
+    def rows_of(snapshot_id, status):
+        files = (added_entries(spark, t, staged, status).select(F.col("data_file.file_path").alias("_file")))
+        return (read_snapshot(spark, t, snapshot_id).select("*", "_file")
+                .join(F.broadcast(files), "_file", "left_semi").drop("_file"))
+    new = rows_of(staged, 1)
+    if parent is None:
+        return new.select(*[col(k) for k in keys])
+    old = rows_of(parent, 2)
+    shared = [c for c in old.columns if c in new.columns]
+    added = [col(c).isNotNull() for c in new.columns if c not in old.columns]
+
+    def fingerprint(df):
+        return df.select(*[col(k) for k in keys], F.to_json(F.struct(*[col(c) for c in shared])).alias("_wap_row"))
+    changed = fingerprint(new).exceptAll(fingerprint(old))
+    if added:
+        changed = changed.unionByName(fingerprint(new.filter(functools.reduce(lambda x, y: x | y, added))))
+    return changed.select(*[col(k) for k in keys])
+
+
+def added_entries(spark, t, snapshot_id, status=1):
+    """The `entries` metadata table's rows of the data files a snapshot added (its manifests'), or
+    with `status` 2 those it removed."""
     from pyspark.sql import functions as F
     return (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
-            .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)
+            .filter((F.col("status") == status) & (F.col("snapshot_id") == snapshot_id)
                     & (F.col("data_file.content") == 0)))
 
 
@@ -10006,7 +10043,7 @@ def publish_batch(run, source, paths):
                                 else unused_name("unique_merge_keys", names), check="unique", columns=p.merge_keys))
         plan = plan_table(spark, p, t, df)
         validate_staged_queries(spark, checks, plan, t)
-        good, bad = split_dropped(spark, checks, plan.df)
+        good, bad, tagged = split_dropped(spark, checks, plan.df)
         if p.mode == "merge":  # on the rows the drop checks keep: they may drop bad keys
             check_merge_batch(spark, p, good, plan)
     batch = run.batch = Batch(batch_id=p.batch_id or f"fp-{files.fingerprint[:24]}", run_id=report.run_id,
@@ -10081,8 +10118,8 @@ def publish_batch(run, source, paths):
         side_effect("run ledger", lambda mark=e.mark: ledger.complete([mark]))  # the error names it either way
         raise
     finally:
-        if bad is not None:
-            bad.unpersist()
+        if tagged is not None:
+            tagged.unpersist()
 
 
 def check_source(spark, p, source, paths):
@@ -10319,7 +10356,7 @@ def stage(run, df):
             drop_branch(spark, t, batch.branch)
             table = iceberg_table(spark, t)
         refuse_changed_table(spark, t, table, p, df)
-        written = table.schema().schemaId()  # the schema the write resolves the batch's columns by
+        written, spec_id = table.schema().schemaId(), table.spec().specId()  # the schema the write resolves the batch's columns by
         main = ref_id(table, "main")
         newest = newest_publish(table)  # main's, as this batch is staged on it (history_behind)
         if main is not None:  # on an empty table the write itself creates the branch
@@ -10330,7 +10367,7 @@ def stage(run, df):
         observe = p.audit_source == "write" and not any(c.reads_tables for c in leaf_checks(run.checks))
         aggs = row_metrics(run.checks) if observe else None
         try:
-            observation = write_branch(spark, p, t, df, batch, aggs)
+            observation = write_branch(spark, p, t, df, batch, aggs, spec_id)
         except Exception as e:
             drop_branch(spark, t, batch.branch)  # it holds nothing of this run's: don't leave it
             raise_if_input_changed(spark, t, batch, report, e)

@@ -196,3 +196,13 @@ def test_iceberg_jar_is_found_in_the_documented_order(tmp_path, monkeypatch):
     assert jar.endswith(".jar") and "3.5_2.12" in jar
     monkeypatch.setattr(wap_etl, "find_iceberg_jar", lambda explicit=None: None)
     assert wap_etl.iceberg_jar_conf() == ("spark.jars.packages", wap_etl.ICEBERG_MAVEN)
+
+
+def test_a_run_with_a_drop_check_leaves_nothing_cached_in_the_driver(wap, spark):
+    """The split of a batch by its drop checks is cached for the run alone: left cached, a later
+    run of the same plan in the same driver (a notebook, a scheduler's process) would reuse it."""
+    spark.catalog.clearCache()
+    drop = [{"check": "between", "column": "amount", "min": 0, "action": "drop"}]
+    code, report = wap.run([{"id": 1, "amount": 1.0}, {"id": 2, "amount": -2.0}], checks=drop)
+    assert code == 0 and report.rows_dropped == 1, report.error
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()

@@ -1277,6 +1277,35 @@ def test_a_rerun_whose_kept_rows_differ_from_the_taken_up_snapshots_stages_them(
     assert wap.ids() == [1, 2, 3, 4, 5, 10] and quarantined(spark, wap) == [(8, report.run_id)]
 
 
+def key_left_out_when_asked(df):
+    """A transform whose output is not a function of its input: with WAP_TEST_LEAVE_OUT set, the
+    row of key 7 is left out."""
+    from pyspark.sql import functions as F
+    return df.filter(F.col("id") != 7) if os.environ.get("WAP_TEST_LEAVE_OUT") else df
+
+
+def test_a_resumed_merge_audits_every_row_its_snapshot_wrote_whatever_the_batch_is_now(wap, monkeypatch):
+    """The crashed run merged key 7 with no amount; by the rerun the transform leaves key 7 out.
+    The rerun takes up the snapshot, and its audit judges the rows the snapshot wrote, key 7's
+    too, not the batch as it is now: the NULL amount fails the audit instead of reaching main."""
+    assert wap.run(ROWS, checks=[])[0] == 0
+    path = wap.csv([{"id": 6, "amount": 6.0}, {"id": 7, "amount": None}])
+    not_null = [{"check": "not_null", "column": "amount"}]
+    monkeypatch.setattr(wap_etl, "transform", key_left_out_when_asked)
+
+    def crash_after_the_write(step):
+        if step == "write":
+            raise Crash("killed after the write")
+    monkeypatch.setattr(wap_etl, "fault_point", crash_after_the_write)
+    code, crashed = wap.run(path, checks=not_null, mode="merge", merge_keys="id")
+    assert code == 1 and crashed.staged_snapshot is None
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: None)
+    monkeypatch.setenv("WAP_TEST_LEAVE_OUT", "1")
+    code, report = wap.run(path, checks=not_null, mode="merge", merge_keys="id")
+    assert code == wap_etl.EXIT_AUDIT_FAILED and report.staged_snapshot == wap.refs()[crashed.branch], report.error
+    assert wap.ids() == [1, 2, 3, 4, 5]
+
+
 def test_a_merge_that_kept_no_rows_is_consumed_whole_at_once_though_main_moved(wap, spark, monkeypatch):
     """Every row quarantined, nothing to merge: main moving meanwhile cannot change that, so it is
     consumed as quarantined whole without staging again (which --max_publish_retries 0 forbids)."""

@@ -311,6 +311,20 @@ def test_a_column_dropped_before_the_publish_ends_the_run_with_nothing_published
     assert sorted(by_id(wap)) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("change", ["DROP PARTITION FIELD day", "REPLACE PARTITION FIELD day WITH truncate(10, day)"])
+def test_a_partition_spec_changed_just_before_an_overwrite_partitions_write_replaces_only_the_batchs_partitions(
+        wap, spark, monkeypatch, change):
+    """After the last look at the spec, before the write: the write keeps to the spec it was
+    approved by, so the batch's partitions are replaced, no more (an unpartitioned spec would have
+    replaced the whole table) and no less (another spec would have kept the old files beside)."""
+    assert wap.run(DAY1, checks=POSITIVE, partition_by="day")[0] == 0
+    monkeypatch.setattr(wap_etl, "fault_point", at_steps_once(
+        spark, wap, before_write=["ALTER TABLE {table} " + change]))
+    code, report = wap.run([{"id": 10, "day": "d1", "amount": 10.0}], checks=POSITIVE, mode="overwrite_partitions")
+    assert code == 0 and report.rows_deleted == 2, report.error
+    assert wap.ids() == [3, 10]
+
+
 def test_wap_turned_off_during_a_run_writes_nothing_to_main(wap, monkeypatch):
     assert wap.run(DAY1, checks=POSITIVE)[0] == 0
     main = wap.refs()["main"]
