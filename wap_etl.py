@@ -488,8 +488,9 @@ def infer_format(path, names=None, new=False):
     that arrive (`new`) has no format yet, and nothing to read: csv stands in."""
     if extension_of(path) in SOURCE_EXTENSIONS:
         names = [path]
+    listed = names is not None or path.startswith("s3://")  # (list_folder lists no other scheme)
     names = list_folder(path) if names is None else names
-    if new and not names:
+    if new and listed and not names:
         return "csv"
     extensions = sorted({extension_of(n) for n in names if not summary_file(n.rsplit("/", 1)[-1])})
     formats = {SOURCE_EXTENSIONS.get(e) for e in extensions}
@@ -726,6 +727,9 @@ def parse_params(argv):
     source_files = (raw["source_files"] or "all").lower()
     if source_files not in ("all", "new"):
         raise bad_input(f"--source_files: expected all or new, got {source_files!r}")
+    if source_files == "new" and "://" in source_path and GLOB_CHARACTERS & set(source_path):
+        raise bad_input("--source_path: not a glob with --source_files new, which lists the files under "
+                        "one folder or prefix")
     if source_files == "new" and raw["batch_id"]:
         raise bad_input("--batch_id: not with --source_files new, where each run's batch is its new "
                         "files (the batch id is their fingerprint)")
@@ -737,12 +741,10 @@ def parse_params(argv):
         raise bad_input(f"--catalog_type: expected glue or hadoop, got {catalog_type!r}")
     if catalog_type == "glue":
         check_glue_tables(namespace, table_name, runs_namespace, runs_name, bool(raw["runs_table"]))
-    if glue and catalog_type == "hadoop" and not raw["warehouse"]:
-        raise bad_input("--warehouse: required for a hadoop catalog on Glue (the default ./warehouse is "
-                        "on the job's driver, gone when its run ends); use --catalog_type glue")
-    warehouse = raw["warehouse"] or ("./warehouse" if catalog_type == "hadoop" else None)
+    # on Glue a hadoop catalog's default ./warehouse would be on the driver, gone with the run
+    warehouse = raw["warehouse"] or ("./warehouse" if catalog_type == "hadoop" and not glue else None)
     check_catalog_is_safe(catalog, catalog_type, warehouse)
-    if catalog_type == "hadoop" and "://" not in warehouse:
+    if catalog_type == "hadoop" and warehouse and "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
     source_format = (raw["source_format"] or ("csv" if status else infer_format(source_path, names, new))).lower()
     if source_format not in SOURCE_FORMATS:
@@ -3795,8 +3797,9 @@ def create_session(p):
                         + " (on Glue: --datalake-formats iceberg and --conf, see README)")
     prefix = f"spark.sql.catalog.{p.catalog}"
     if not spark.conf.get(prefix, None):
-        if p.catalog_type == "glue" and not p.warehouse:
-            raise bad_input("--warehouse: required for a glue catalog (an s3:// prefix)")
+        if not p.warehouse:  # (on Glue, a hadoop catalog's default ./warehouse would be on the driver)
+            raise bad_input(f"--warehouse: required for a {p.catalog_type} catalog"
+                            + (" (an s3:// prefix)" if p.catalog_type == "glue" else " on Glue; use --catalog_type glue"))
         for key, value in catalog_conf(p).items():
             spark.conf.set(key, value)
     check_catalog_is_safe(p.catalog, spark.conf.get(f"{prefix}.type", None),
@@ -4067,19 +4070,19 @@ def list_source_files(spark, path):
     fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     root_text = fs.makeQualified(root).toString().rstrip("/")
     from py4j.protocol import Py4JJavaError
+    files = []
     try:
         found = fs.listFiles(root, True)
+        while found.hasNext():
+            name = found.next().getPath().toString()
+            relative = name[len(root_text):].strip("/").split("/") if name.startswith(root_text) else [name]
+            if not is_hidden("/".join(relative)):
+                # the form Spark's inputFiles() reports, so both modes record the same paths
+                files.append("file://" + name[5:] if name.startswith("file:/") and name[6:7] != "/" else name)
     except Py4JJavaError as e:  # an S3 prefix with no object left (the files were archived): none is new
-        if e.java_exception.getClass().getName() != "java.io.FileNotFoundException":
+        if not java(jvm, "java.lang.Class").forName("java.io.FileNotFoundException").isInstance(e.java_exception):
             raise
         return []
-    files = []
-    while found.hasNext():
-        name = found.next().getPath().toString()
-        relative = name[len(root_text):].strip("/").split("/") if name.startswith(root_text) else [name]
-        if not is_hidden("/".join(relative)):
-            # the form Spark's inputFiles() reports, so both modes record the same paths
-            files.append("file://" + name[5:] if name.startswith("file:/") and name[6:7] != "/" else name)
     return sorted(files)
 
 
@@ -6242,10 +6245,9 @@ def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None, sum
         reader = (reader.option("snapshot-id", staged) if parent is None  # the table is the batch
                   else reader.option("start-snapshot-id", parent).option("end-snapshot-id", staged))
         return reader.load(f"{t.catalog}.{t.ident}")
-    rows = read_snapshot(spark, t, staged)
     if mode == "overwrite_partitions":
-        added = added_entries(spark, t, staged).select(F.col("data_file.file_path").alias("_file"))
-        return rows.select("*", "_file").join(F.broadcast(added), "_file", "left_semi").drop("_file")
+        return added_rows(spark, t, staged)
+    rows = read_snapshot(spark, t, staged)
     kept = batch.alias("s")
     if p.delete_condition:
         kept = kept.filter(~F.coalesce(F.expr(p.delete_condition), F.lit(False)))
@@ -6256,38 +6258,48 @@ def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None, sum
 
 
 def merged_keys(spark, t, staged, parent, keys):
-    """The keys of the rows a staged merge wrote, read from the snapshot: those of its added files
-    but for the rows as they were in the files it removed (a copy-on-write merge rewrites whole
-    files, carrying rows over unchanged). The batch evaluated again for the audit may differ from
-    the one merged (a transform reading the clock or a table, another run's resumed snapshot): no
-    row it wrote goes unaudited. Columns the merge added count as changed where not NULL."""
+    """The keys of the rows a staged merge wrote, read from the snapshot: Iceberg's changelog of
+    it (the rows of the files it added, INSERT, and removed, DELETE, read by the table's schema),
+    less the rows a copy-on-write merge carried over unchanged (removed and added alike). The
+    batch evaluated again for the audit may differ from the one merged (a transform reading the
+    clock or a table, another run's resumed snapshot): no row it wrote goes unaudited. Computed
+    once (a local checkpoint): the audit reads the staged rows more than once."""
     from pyspark.sql import functions as F
+    if parent is None:  # the first merge into an empty table: every row is the merge's
+        return read_snapshot(spark, t, staged).select(*[col(k) for k in keys])
+    try:
+        changes = (spark.read.format("iceberg").option("start-snapshot-id", parent)
+                   .option("end-snapshot-id", staged).load(f"{t.catalog}.{t.ident}.changes"))
+        data = [c for c in changes.columns if c not in CHANGELOG_COLUMNS]
+        micros = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+                  "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+        row = F.xxhash64(F.to_json(F.struct(*[col(c) for c in data]), micros)).alias("_wap_row")
+        # INSERT counts +1, DELETE -1, so a row carried over nets to 0 (a filter on _change_type
+        # would be pushed into the changelog's scan, which cannot evaluate it)
+        sign = F.when(F.col("_change_type") == "INSERT", 1).otherwise(-1)
+        net = changes.groupBy(*[col(k) for k in keys], row).agg(F.sum(sign).alias("_wap_net"))
+        return net.filter("_wap_net <> 0").select(*[col(k) for k in keys]).localCheckpoint()
+    except Exception as e:  # the table has delete files, which changelogs do not read (1.7.1):
+        if "Delete files are currently not supported" not in str(e):  # every row of the added
+            raise                                                      # files is audited
+    return added_rows(spark, t, staged).select(*[col(k) for k in keys]).localCheckpoint()
 
-    def rows_of(snapshot_id, status):
-        files = (added_entries(spark, t, staged, status).select(F.col("data_file.file_path").alias("_file")))
-        return (read_snapshot(spark, t, snapshot_id).select("*", "_file")
-                .join(F.broadcast(files), "_file", "left_semi").drop("_file"))
-    new = rows_of(staged, 1)
-    if parent is None:
-        return new.select(*[col(k) for k in keys])
-    old = rows_of(parent, 2)
-    shared = [c for c in old.columns if c in new.columns]
-    added = [col(c).isNotNull() for c in new.columns if c not in old.columns]
 
-    def fingerprint(df):
-        return df.select(*[col(k) for k in keys], F.to_json(F.struct(*[col(c) for c in shared])).alias("_wap_row"))
-    changed = fingerprint(new).exceptAll(fingerprint(old))
-    if added:
-        changed = changed.unionByName(fingerprint(new.filter(functools.reduce(lambda x, y: x | y, added))))
-    return changed.select(*[col(k) for k in keys])
+CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
 
 
-def added_entries(spark, t, snapshot_id, status=1):
-    """The `entries` metadata table's rows of the data files a snapshot added (its manifests'), or
-    with `status` 2 those it removed."""
+def added_rows(spark, t, staged):
+    """The staged rows of the data files the snapshot added."""
+    from pyspark.sql import functions as F
+    added = added_entries(spark, t, staged).select(F.col("data_file.file_path").alias("_file"))
+    return read_snapshot(spark, t, staged).select("*", "_file").join(F.broadcast(added), "_file", "left_semi").drop("_file")
+
+
+def added_entries(spark, t, snapshot_id):
+    """The `entries` metadata table's rows of the data files a snapshot added (its manifests')."""
     from pyspark.sql import functions as F
     return (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
-            .filter((F.col("status") == status) & (F.col("snapshot_id") == snapshot_id)
+            .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)
                     & (F.col("data_file.content") == 0)))
 
 

@@ -69,12 +69,29 @@ def test_glue_missing_required_parameter_exits_2(wap, glue):
     assert code == 2 and "--table" in report.error
 
 
-def test_a_hadoop_catalog_on_glue_without_a_warehouse_is_refused(wap, glue):
+def test_a_hadoop_catalog_on_glue_without_a_warehouse_is_refused(wap, glue, spark):
     """Its default ./warehouse would be on the job's driver: published rows gone with the run."""
-    argv = ["--JOB_NAME", "j", "--source_path", wap.csv([{"id": 1}]), "--table", "db.t", "--catalog_type", "hadoop"]
-    with pytest.raises(wap_etl.WapError, match=r"^--warehouse: required for a hadoop catalog on Glue") as e:
-        wap_etl.parse_params(argv)
-    assert e.value.code == wap_etl.EXIT_BAD_INPUT
+    argv = ["--JOB_NAME", "j", "--source_path", wap.csv([{"id": 1}]), "--table", wap.table,
+            "--catalog", "nowarehouse", "--catalog_type", "hadoop", "--report_path", wap.reports]
+    code, report = wap_etl.run(argv)
+    assert code == 2 and report.error.startswith("--warehouse: required for a hadoop catalog on Glue"), report.error
+    assert not spark.conf.get("spark.sql.catalog.nowarehouse", None), "no catalog set up"
+
+
+def test_a_hadoop_catalog_set_up_in_the_glue_jobs_conf_needs_no_warehouse_parameter(wap, glue, spark):
+    prefix = "spark.sql.catalog.confwarehouse"
+    settings = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "hadoop",
+                f"{prefix}.warehouse": wap.warehouse}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        code, report = wap_etl.run(["--JOB_NAME", "j", "--source_path", wap.csv([{"id": 1}]), "--table", wap.table,
+                                    "--catalog", "confwarehouse", "--catalog_type", "hadoop",
+                                    "--report_path", wap.reports, "--checks", "[]"])
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+    assert code == 0 and report.status == "published", report.error
 
 
 def test_glue_catalog_type_defaults_to_glue(wap, glue):

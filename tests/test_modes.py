@@ -343,3 +343,25 @@ def test_a_table_made_unpartitioned_during_an_overwrite_partitions_run_loses_no_
                            mode="overwrite_partitions")
     assert code == wap_etl.EXIT_ERROR and "made unpartitioned" in report.error
     assert wap.ids() == [1, 2, 3], "partition d2 must survive"
+
+
+def test_a_merge_after_a_column_rename_audits_only_the_rows_it_changed(wap, spark):
+    """A copy-on-write merge rewrites whole files: the rows it carried over unchanged are no rows of
+    the batch's, whatever the table's schema became since they were written (a rename)."""
+    assert wap.run([{"id": i, "amount": float(i), "note": None if i == 1 else "x"} for i in range(1, 6)],
+                   checks=[])[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} RENAME COLUMN amount TO price")
+    code, report = wap.run([{"id": 2, "price": 20.0, "note": "y"}], checks=[{"check": "not_null", "column": "note"}],
+                           mode="merge", merge_keys="id")
+    assert code == 0 and report.rows_written == 1, report.error
+
+
+def test_a_merge_on_read_merge_audits_the_rows_it_wrote(wap, spark):
+    """Merge-on-read: the merge writes delete files, which Iceberg's changelog does not read; the
+    rows of the data files it added are its own, and they are audited."""
+    assert wap.run([{"id": i, "amount": float(i)} for i in range(1, 6)], checks=[])[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.merge.mode'='merge-on-read')")
+    code, report = wap.run([{"id": 2, "amount": None}, {"id": 9, "amount": 9.0}],
+                           checks=[{"check": "not_null", "column": "amount"}], mode="merge", merge_keys="id")
+    assert code == wap_etl.EXIT_AUDIT_FAILED and report.rows_written == 2, report.error
+    assert wap.ids() == [1, 2, 3, 4, 5]
