@@ -6246,18 +6246,21 @@ def read_staged(spark, t, staged, parent, mode="append", batch=None, p=None, sum
                   else reader.option("start-snapshot-id", parent).option("end-snapshot-id", staged))
         return reader.load(f"{t.catalog}.{t.ident}")
     if mode == "overwrite_partitions":
-        return added_rows(spark, t, staged)
+        return files_rows(spark, t, staged, staged)
     rows = read_snapshot(spark, t, staged)
     kept = batch.alias("s")
     if p.delete_condition:
         kept = kept.filter(~F.coalesce(F.expr(p.delete_condition), F.lit(False)))
     types = rows.select(*[col(k) for k in p.merge_keys]).schema.fields
     keys = kept.select(*[col(k).cast(f.dataType).alias(f.name) for k, f in zip(p.merge_keys, types)])
-    written = merged_keys(spark, t, staged, parent, [f.name for f in types])
-    return rows.join(keys.unionByName(written).distinct(), [f.name for f in types], "left_semi")
+    names = [f.name for f in types]
+    wanted = keys.unionByName(merged_keys(spark, t, staged, parent, names, summary or {})).distinct()
+    wanted = wanted.toDF(*[f"_wap_key{i}" for i in range(len(names))])  # NULL keys match too (a
+    on = [col(n).eqNullSafe(F.col(f"_wap_key{i}")) for i, n in enumerate(names)]  # merge inserts them)
+    return rows.join(wanted, functools.reduce(lambda x, y: x & y, on), "left_semi")
 
 
-def merged_keys(spark, t, staged, parent, keys):
+def merged_keys(spark, t, staged, parent, keys, summary):
     """The keys of the rows a staged merge wrote, read from the snapshot: Iceberg's changelog of
     it (the rows of the files it added, INSERT, and removed, DELETE, read by the table's schema),
     less the rows a copy-on-write merge carried over unchanged (removed and added alike). The
@@ -6267,9 +6270,8 @@ def merged_keys(spark, t, staged, parent, keys):
     from pyspark.sql import functions as F
     if parent is None:  # the first merge into an empty table: every row is the merge's
         return read_snapshot(spark, t, staged).select(*[col(k) for k in keys])
-    try:
-        changes = (spark.read.format("iceberg").option("start-snapshot-id", parent)
-                   .option("end-snapshot-id", staged).load(f"{t.catalog}.{t.ident}.changes"))
+
+    def written(changes):
         data = [c for c in changes.columns if c not in CHANGELOG_COLUMNS]
         micros = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
                   "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
@@ -6279,27 +6281,38 @@ def merged_keys(spark, t, staged, parent, keys):
         sign = F.when(F.col("_change_type") == "INSERT", 1).otherwise(-1)
         net = changes.groupBy(*[col(k) for k in keys], row).agg(F.sum(sign).alias("_wap_net"))
         return net.filter("_wap_net <> 0").select(*[col(k) for k in keys]).localCheckpoint()
-    except Exception as e:  # the table has delete files, which changelogs do not read (1.7.1):
-        if "Delete files are currently not supported" not in str(e):  # every row of the added
-            raise                                                      # files is audited
-    return added_rows(spark, t, staged).select(*[col(k) for k in keys]).localCheckpoint()
+    try:
+        return written(spark.read.format("iceberg").option("start-snapshot-id", parent)
+                       .option("end-snapshot-id", staged).load(f"{t.catalog}.{t.ident}.changes"))
+    except Exception as e:  # the table has delete files (any live one), which 1.7.1's changelog refuses
+        if "Delete files are currently not supported" not in str(e):
+            raise
+    table = iceberg_table(spark, t)
+    if int(summary.get("added-delete-files", 0)) or table.snapshot(staged).schemaId() != table.snapshot(parent).schemaId():
+        # merge-on-read: the files it added hold its rows alone; or rows of two schemas: all audited
+        return files_rows(spark, t, staged, staged).select(*[col(k) for k in keys]).localCheckpoint()
+    return written(files_rows(spark, t, staged, staged).withColumn("_change_type", F.lit("INSERT")).unionByName(
+        files_rows(spark, t, parent, staged, 2).withColumn("_change_type", F.lit("DELETE"))))
 
 
 CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
 
 
-def added_rows(spark, t, staged):
-    """The staged rows of the data files the snapshot added."""
+def files_rows(spark, t, snapshot_id, listed_by, status=1):
+    """The rows, as of `snapshot_id`, of the data files snapshot `listed_by` added (status 1) or
+    removed (2)."""
     from pyspark.sql import functions as F
-    added = added_entries(spark, t, staged).select(F.col("data_file.file_path").alias("_file"))
-    return read_snapshot(spark, t, staged).select("*", "_file").join(F.broadcast(added), "_file", "left_semi").drop("_file")
+    files = added_entries(spark, t, listed_by, status).select(F.col("data_file.file_path").alias("_file"))
+    return (read_snapshot(spark, t, snapshot_id).select("*", "_file")
+            .join(F.broadcast(files), "_file", "left_semi").drop("_file"))
 
 
-def added_entries(spark, t, snapshot_id):
-    """The `entries` metadata table's rows of the data files a snapshot added (its manifests')."""
+def added_entries(spark, t, snapshot_id, status=1):
+    """The `entries` metadata table's rows of the data files a snapshot added (its manifests'), or
+    with `status` 2 removed."""
     from pyspark.sql import functions as F
     return (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
-            .filter((F.col("status") == 1) & (F.col("snapshot_id") == snapshot_id)
+            .filter((F.col("status") == status) & (F.col("snapshot_id") == snapshot_id)
                     & (F.col("data_file.content") == 0)))
 
 

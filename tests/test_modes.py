@@ -1,4 +1,6 @@
 """Write modes: append, overwrite_partitions and merge all stage, audit and publish the same way."""
+import os
+
 import pytest
 
 import wap_etl
@@ -365,3 +367,34 @@ def test_a_merge_on_read_merge_audits_the_rows_it_wrote(wap, spark):
                            checks=[{"check": "not_null", "column": "amount"}], mode="merge", merge_keys="id")
     assert code == wap_etl.EXIT_AUDIT_FAILED and report.rows_written == 2, report.error
     assert wap.ids() == [1, 2, 3, 4, 5]
+
+
+def test_a_copy_on_write_merge_on_a_table_with_delete_files_audits_only_the_rows_it_changed(wap, spark):
+    """Iceberg's changelog refuses a table with any live delete file (another engine's merge-on-read
+    DELETE); a copy-on-write merge there still audits its own rows, not those it carried over."""
+    assert wap.run([{"id": i, "amount": float(i), "note": None if i == 1 else "x"} for i in range(1, 6)],
+                   checks=[])[0] == 0
+    spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+    spark.sql(f"DELETE FROM {wap.sql} WHERE id = 5")
+    spark.sql(f"ALTER TABLE {wap.sql} SET TBLPROPERTIES ('write.delete.mode'='copy-on-write')")
+    code, report = wap.run([{"id": 2, "amount": 20.0, "note": "y"}], checks=[{"check": "not_null", "column": "note"}],
+                           mode="merge", merge_keys="id")
+    assert code == 0 and report.rows_written == 1, report.error
+
+
+def test_a_row_a_merge_wrote_with_a_null_key_is_audited(wap, monkeypatch, tmp_path):
+    """The batch evaluated for the MERGE gave key 7 a NULL (a transform that is not a function of
+    its input), which no merge key matches: the MERGE inserts the row, and the audit judges it."""
+    flag = str(tmp_path / "null_key")
+
+    def null_key_when_flagged(df):
+        from pyspark.sql import functions as F
+        flagged = F.udf(lambda: os.path.exists(flag), "boolean")
+        return df.withColumn("id", F.when(flagged() & (F.col("id") == 7), F.lit(None)).otherwise(F.col("id")))
+    assert wap.run(DAY1, checks=[])[0] == 0
+    monkeypatch.setattr(wap_etl, "transform", null_key_when_flagged)
+    monkeypatch.setattr(wap_etl, "fault_point", lambda step: step == "before_write" and open(flag, "w").close())
+    code, report = wap.run([{"id": 6, "day": "d6", "amount": 6.0}, {"id": 7, "day": "d7", "amount": None}],
+                           checks=[{"check": "not_null", "column": "amount"}], mode="merge", merge_keys="id")
+    assert code == wap_etl.EXIT_AUDIT_FAILED, report.error
+    assert wap.ids() == [1, 2, 3]
