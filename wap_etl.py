@@ -6302,14 +6302,14 @@ def files_rows(spark, t, snapshot_id, listed_by, status=1):
     """The rows, as of `snapshot_id`, of the data files snapshot `listed_by` added (status 1) or
     removed (2)."""
     from pyspark.sql import functions as F
-    files = added_entries(spark, t, listed_by, status).select(F.col("data_file.file_path").alias("_file"))
+    files = file_entries(spark, t, listed_by, status).select(F.col("data_file.file_path").alias("_file"))
     return (read_snapshot(spark, t, snapshot_id).select("*", "_file")
             .join(F.broadcast(files), "_file", "left_semi").drop("_file"))
 
 
-def added_entries(spark, t, snapshot_id, status=1):
-    """The `entries` metadata table's rows of the data files a snapshot added (its manifests'), or
-    with `status` 2 removed."""
+def file_entries(spark, t, snapshot_id, status=1):
+    """The `entries` metadata table's rows of the data files a snapshot added (status 1, its
+    manifests'), or removed (status 2)."""
     from pyspark.sql import functions as F
     return (spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(f"{t.catalog}.{t.ident}.entries")
             .filter((F.col("status") == status) & (F.col("snapshot_id") == snapshot_id)
@@ -6845,7 +6845,7 @@ def added_file_metrics(spark, t, table, snapshot_id, summary):
     if not written_in_current_schema(table, snapshot):
         columns = {}  # changed since the write: a read of the snapshot types its columns as written
     if int(summary.get("added-data-files") or 0) > MANY_FILES:
-        entries = added_entries(spark, t, snapshot_id).select(
+        entries = file_entries(spark, t, snapshot_id).select(
             *[f"data_file.{m}" for m in ("record_count", "null_value_counts", "nan_value_counts", "lower_bounds",
                                          "upper_bounds")])
         return columns, [FileMetrics(r[0], r[1] or {}, r[2] or {}, {k: bytes(v) for k, v in (r[3] or {}).items()},
@@ -10381,7 +10381,8 @@ def stage(run, df):
             drop_branch(spark, t, batch.branch)
             table = iceberg_table(spark, t)
         refuse_changed_table(spark, t, table, p, df)
-        written, spec_id = table.schema().schemaId(), table.spec().specId()  # the schema the write resolves the batch's columns by
+        written = table.schema().schemaId()  # the schema the write resolves the batch's columns by
+        spec_id = table.spec().specId()  # the spec an overwrite of partitions writes by
         main = ref_id(table, "main")
         newest = newest_publish(table)  # main's, as this batch is staged on it (history_behind)
         if main is not None:  # on an empty table the write itself creates the branch
