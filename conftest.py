@@ -1,4 +1,5 @@
 """Shared fixtures: one local SparkSession with Iceberg for the whole run, a namespace per test."""
+import contextlib
 import csv
 import glob
 import itertools
@@ -167,6 +168,19 @@ def records_read(spark, action, group="measured"):
         if data.status().toString() == "COMPLETE":
             read += data.inputRecords()
     return result, read
+
+
+@contextlib.contextmanager
+def session_conf(spark, settings):
+    """The shared session with `settings` for the block, then as it was before (set or unset)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
 
 
 def wait_paused(gate, step, proc, timeout=300):

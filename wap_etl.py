@@ -832,8 +832,6 @@ COMMON_PARAMS = {"check", "name", "action", "max_failing_rows", "max_failing_fra
 # "record" measures a metric for the ledger (its history) with no verdict: it never fails or warns.
 RECORD = "record"
 ACTIONS = ("fail", "warn", "drop", RECORD)
-RECORDING_KINDS = ("stat", "row_count", "sql", "profile", "row_count_match", "schema_match", "aggregate_match",
-                   "dataset_match", "relationship")
 
 
 @dataclass(frozen=True)
@@ -1570,8 +1568,8 @@ def parse_kind(s, kind):
     need(action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     need(action != "drop" or kind in ROW_CHECKS,
          f"action drop needs a row-level check ({', '.join(ROW_CHECKS)}), not {kind}")
-    need(action != RECORD or kind in RECORDING_KINDS,
-         f"action record needs a metric ({', '.join(RECORDING_KINDS)}), not {kind}")
+    need(action != RECORD or KINDS[kind].records,
+         f"action record needs a metric ({', '.join(k for k in KINDS if KINDS[k].records)}), not {kind}")
     c = s.check = Check(name="", check=kind, action=action)
     need("where" not in spec or KINDS[kind].where, f"where does not apply to {kind}")
     s.take("where", is_text, "a SQL condition")
@@ -8026,7 +8024,8 @@ class Kind:
     `fails(check)`: for a row check, the test a failing row meets (its metric counts them);
     `judge(audit, check)`: its result from the metrics in hand; `decided_by`: how that verdict is
     reached when not by the shared pass; `reads`: what it reads besides the staged rows (audited
-    again after a rebase), None for nothing; `where`: whether it takes one (batch-wide ones not)."""
+    again after a rebase), None for nothing; `where`: whether it takes one (batch-wide ones not);
+    `records`: whether its metric can be recorded with no verdict (action record)."""
     params: tuple
     parse: object
     judge: object
@@ -8036,6 +8035,7 @@ class Kind:
     reads: str = None
     where: bool = True
     validate: object = None
+    records: bool = False
 
 
 def row_kind(params, parse, test, validate=None):
@@ -8061,7 +8061,7 @@ KINDS = {
     "expression": row_kind(({"expr"}, set()), parse_expression, lambda F, c: ~F.expr(c.expr), valid_expression),
     "unique": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
     "primary_key": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
-    "row_count": Kind((set(), {"min", "max", "condition"}), parse_row_count, audit_row_count),
+    "row_count": Kind((set(), {"min", "max", "condition"}), parse_row_count, audit_row_count, records=True),
     "schema": Kind(({"columns"}, set()), parse_schema, audit_schema, decided_by="metadata", where=False,
                    validate=valid_schema),
     "column_exists": Kind(({"column"}, set()), parse_column_only, audit_column_exists, decided_by="metadata",
@@ -8073,28 +8073,28 @@ KINDS = {
     "volume": Kind((set(), {"min_ratio", "max_ratio", "lookback"}), parse_volume, audit_volume,
                    decided_by="metadata", reads=LEDGER_READS, where=False),
     "stat": Kind(({"stat"}, BOUNDS | {"column", "columns", "q", "condition"}), parse_stat, audit_stat, statistic,
-                 validate=valid_stat),
+                 validate=valid_stat, records=True),
     "relationship": Kind(({"to_table"}, {"column", "columns", "to_column", "to_columns", "condition"}), parse_relationship,
-                         audit_relationship, decided_by="scan", reads=OTHER_TABLE, validate=valid_relationship),
+                         audit_relationship, decided_by="scan", reads=OTHER_TABLE, validate=valid_relationship, records=True),
     "sql": Kind(({"query"}, BOUNDS | {"condition"}), parse_sql, audit_sql, decided_by="scan", reads="main",
-                where=False),
+                where=False, records=True),
     "sql_rows": Kind(({"query"}, set()), parse_sql_rows, audit_sql_rows, decided_by="scan", reads="main",
                      where=False),
     "anomaly": Kind(({"metric"}, {"lookback", "min_history", "max_deviations", "query"}), parse_anomaly, audit_anomaly,
                     statistic, reads=LEDGER_READS, validate=valid_stat),
     "row_count_match": Kind(({"reference"}, MEASURE), parse_reference, audit_row_count_match,
-                            decided_by="scan", reads=OTHER_TABLE, where=False, validate=valid_reference),
+                            decided_by="scan", reads=OTHER_TABLE, where=False, validate=valid_reference, records=True),
     "schema_match": Kind(({"reference"}, MEASURE), parse_reference, audit_schema_match,
-                         decided_by="metadata", reads=OTHER_TABLE, where=False, validate=valid_reference),
+                         decided_by="metadata", reads=OTHER_TABLE, where=False, validate=valid_reference, records=True),
     "aggregate_match": Kind(({"aggregates"}, MEASURE), parse_aggregate_match, audit_aggregate_match,
-                            batch_aggregates, reads=OTHER_TABLE, where=False, validate=valid_reference),
+                            batch_aggregates, reads=OTHER_TABLE, where=False, validate=valid_reference, records=True),
     "dataset_match": Kind(({"reference", "columns"}, MEASURE | {"to_columns", "match_columns", "to_match_columns"}),
                           parse_dataset_match, audit_dataset_match, decided_by="scan", reads=OTHER_TABLE,
-                          where=False, validate=valid_reference),
+                          where=False, validate=valid_reference, records=True),
     # audited through its rules (leaf_checks); it reads what they read
     "composite": Kind(({"op", "rules"}, set()), parse_composite, judge=None, where=False),
     # recorded as the checks it stands for (expand_profiles, once the column's type is known)
-    "profile": Kind(({"column"}, set()), parse_profile, judge=None),
+    "profile": Kind(({"column"}, set()), parse_profile, judge=None, records=True),
     "file_freshness": Kind(({"condition"}, {"path", "time_zone"} | FILE_SELECTION), parse_file_freshness, audit_files(audit_file_freshness),
                            decided_by="files", where=False),
     "file_size": Kind((set(), BOUNDS | {"condition", "path"} | FILE_SELECTION), parse_file_size, audit_files(audit_file_size),

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import wap_etl
-from conftest import write_csv
+from conftest import session_conf, write_csv
 
 ROWS = [{"id": i, "amount": float(i)} for i in range(1, 6)]
 UNIQUE = [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "id"}]
@@ -71,12 +71,12 @@ def test_a_publish_killed_before_its_ledger_row_survives_another_engines_commit_
 
 
 def test_the_same_table_under_another_catalog_alias_is_the_same_table(wap, spark, warehouse):
-    for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "hadoop",
-                       ".warehouse": warehouse, ".cache-enabled": "false"}.items():
-        spark.conf.set(f"spark.sql.catalog.other{key}", value)
     path = wap.csv(ROWS)
     assert wap.run(path, checks=UNIQUE)[0] == 0
-    code, again = wap.run(path, checks=UNIQUE, catalog="other")
+    with session_conf(spark, {f"spark.sql.catalog.other{key}": value for key, value in {
+            "": "org.apache.iceberg.spark.SparkCatalog", ".type": "hadoop", ".warehouse": warehouse,
+            ".cache-enabled": "false"}.items()}):
+        code, again = wap.run(path, checks=UNIQUE, catalog="other")
     assert code == 0 and again.status == "already_published", again.error
     assert wap.ids() == [1, 2, 3, 4, 5]
 

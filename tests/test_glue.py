@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import wap_etl
+from conftest import session_conf
 
 
 class FakeGlueContext:
@@ -82,15 +83,10 @@ def test_a_hadoop_catalog_set_up_in_the_glue_jobs_conf_needs_no_warehouse_parame
     prefix = "spark.sql.catalog.confwarehouse"
     settings = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "hadoop",
                 f"{prefix}.warehouse": wap.warehouse}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, settings):
         code, report = wap_etl.run(["--JOB_NAME", "j", "--source_path", wap.csv([{"id": 1}]), "--table", wap.table,
                                     "--catalog", "confwarehouse", "--catalog_type", "hadoop",
                                     "--report_path", wap.reports, "--checks", "[]"])
-    finally:
-        for key in settings:
-            spark.conf.unset(key)
     assert code == 0 and report.status == "published", report.error
 
 

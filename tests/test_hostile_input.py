@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 import wap_etl
+from conftest import session_conf
 
 GOOD = [{"id": 1, "amount": 5.0}, {"id": 2, "amount": 6.0}]
 NOT_NULL = [{"check": "not_null", "column": "id"}]
@@ -226,13 +227,8 @@ def test_a_hadoop_catalog_on_s3_set_up_in_the_sessions_conf_is_refused(wap, spar
     prefix = "spark.sql.catalog.s3conf"
     settings = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.warehouse": "s3://bucket/w",
                 **{f"{prefix}.{k}": v for k, v in conf.items()}}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, settings):
         code, report = wap.run(GOOD, catalog="s3conf", checks=NOT_NULL)
-    finally:
-        for key in settings:
-            spark.conf.unset(key)
     assert code == 2 and "hadoop catalog on s3://bucket/w" in report.error, report.error
     assert wap.wap_branch_conf() is None
 

@@ -6,6 +6,7 @@ import os
 import pytest
 
 import wap_etl
+from conftest import session_conf
 
 
 def ledger(spark, wap):
@@ -82,11 +83,8 @@ def test_a_ledger_row_reads_back_exactly_as_recorded(wap, spark, timestamps):
     """Rows travel to the ledger as JSON text: every value, NaN and infinities, 64-bit ids, quotes,
     backslashes, non-ASCII text and zone-aware times included, must read back unchanged, whichever
     timestamp type the session gives a ledger's `timestamp` columns."""
-    spark.conf.set("spark.sql.timestampType", timestamps)
-    try:
+    with session_conf(spark, {"spark.sql.timestampType": timestamps}):
         check_round_trip(wap, spark)
-    finally:
-        spark.conf.unset("spark.sql.timestampType")
 
 
 def check_round_trip(wap, spark):

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import wap_etl
-from conftest import SOAK, records_read
+from conftest import SOAK, records_read, session_conf
 
 @pytest.fixture(autouse=True)
 def large_batch_path(monkeypatch):
@@ -248,15 +248,12 @@ def test_bounds_take_a_dqdl_row_test_unwrapped_only_where_it_decides_every_value
 
 
 def test_bounds_take_a_dqdl_row_test_unwrapped_only_on_its_own_column_when_case_tells_columns_apart(spark):
-    spark.conf.set("spark.sql.caseSensitive", "true")
-    try:
+    with session_conf(spark, {"spark.sql.caseSensitive": "true"}):
         df = spark.createDataFrame([], "A int, a int")
         checks = wap_etl.parse_checks([
             {"name": "own", "check": "expression", "expr": "coalesce(`A` IS NOT NULL AND (`A` > 0), false)"},
             {"name": "other", "check": "expression", "expr": "coalesce(`A` IS NOT NULL AND (`a` > 0), false)"}])
         assert set(wap_etl.bounds_tests(df, checks)) == {"own"}
-    finally:
-        spark.conf.set("spark.sql.caseSensitive", "false")
 
 
 def test_an_expression_over_a_partition_column_finds_the_violation_in_its_partition(wap, monkeypatch):
@@ -438,10 +435,8 @@ def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):
     an offset, in a session zone with daylight saving), every verdict, count and newest value
     equals the scan's."""
     rng = random.Random(20261124)
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     by_metadata = set()
-    try:
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/New_York"}):
         for trial in range(8):
             rows = [{"id": trial * 100 + i, "l": rng.choice([None, rng.randint(-2 ** 40, 2 ** 40), rng.randint(0, 9)]),
                      "f": rng.choice([None, rng.uniform(-5, 5), 0.1, 2.5]),
@@ -477,8 +472,6 @@ def test_proofs_equal_the_scan_for_every_type_a_bound_has(wap, spark):
                     assert (p["observed"] is None) == (q["observed"] is None), (trial, p, q)
                     assert p["observed"] is None or abs(p["observed"] - q["observed"]) < 0.01, (trial, p, q)
             by_metadata |= {r["name"] for r in proven if r["decided_by"] == "metadata"}
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", zone)
     assert {"between_l", "between_f", "between_dec", "between_d", "ts_local", "ts_offset", "between_ntz",
             "freshness_d", "freshness_ts", "freshness_ntz"} <= by_metadata, by_metadata
 
