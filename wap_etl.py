@@ -895,8 +895,8 @@ def stat_of(c):
 COMPARATORS = {"=": lambda x, v: x == v[0], "!=": lambda x, v: x != v[0],
                ">": lambda x, v: x > v[0], ">=": lambda x, v: x >= v[0],
                "<": lambda x, v: x < v[0], "<=": lambda x, v: x <= v[0],
-               "between": lambda x, v: v[0] < x < v[1],
-               "not between": lambda x, v: not v[0] < x < v[1],
+               "between": lambda x, v: min(v) < x < max(v),  # the ends either way round (_in_order)
+               "not between": lambda x, v: not min(v) < x < max(v),
                "in": lambda x, v: x in v, "not in": lambda x, v: x not in v}
 
 
@@ -1767,11 +1767,40 @@ def valid_bounds(v, c, label):
             c.min, c.max = (decimal_literals(v.dtype(c), [x])[0] for x in (c.min, c.max))
         else:
             c.values = decimal_literals(v.dtype(c), c.values)
+    if isinstance(v.dtype(c), T.FloatType):  # 0.1 means the float 0.1, a little above the double 0.1
+        if c.check == "between":
+            c.min, c.max = (as_float32(x) for x in (c.min, c.max))
+        else:
+            c.values = [as_float32(x) for x in c.values]
+    if c.check == "accepted_values" and isinstance(v.dtype(c), (T.IntegralType, T.FloatType)):
+        # a value the column's type cannot hold equals none of its values (and Spark, leaving it
+        # out of the IN, could push an empty IN into the scan, which fails)
+        c.values = [x for x in c.values if not is_number(x) or type_holds(v.dtype(c), x)]
     if c.check == "accepted_values" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType, T.DateType)):
         # Spark's IN compares a time with a string as text ("2024-01-01 00:00:00" is not
         # "2024-01-01"): the values are cast to the column's type instead (not part of the spec)
         c.values_as = v.dtype(c).simpleString()
     v.conditions.append((c, label))
+
+
+def type_holds(dtype, x):
+    """Whether an integral or float column's type can hold the number x exactly."""
+    from pyspark.sql import types as T
+    if isinstance(dtype, T.FloatType):
+        return abs(x) <= 3.4028234663852886e38 and as_float32(x) == x
+    bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}[type(dtype)]
+    return float(x).is_integer() and -2 ** (bits - 1) <= int(x) < 2 ** (bits - 1)
+
+
+def as_float32(x):
+    """A number bound or value beside a float column as the float nearest it (exactly, as a double:
+    Spark widens the column to double), so a value written as 0.1 equals the column's 0.1."""
+    if not is_number(x) or isinstance(x, bool):
+        return x
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:  # beyond any float: as it is
+        return x
 
 
 def decimal_literals(dtype, values):
@@ -1795,6 +1824,13 @@ def decimal_literals(dtype, values):
     return exact if whole + scale <= 38 else [float(x) if is_number(x) and float(x) == x else x for x in values]
 
 
+def not_accepted(F, c):
+    """An accepted_values check's violation (NULL for a NULL value); with no value its column can
+    hold left, every value."""
+    values = accepted_literals(F, c)
+    return ~col(c.column).isin(values) if values else F.lit(True)
+
+
 def accepted_literals(F, c):
     """An accepted_values check's values as Spark compares them with its column."""
     values = [v for v in c.values if v is not None]
@@ -1811,6 +1847,20 @@ def spark_timestamp_text(value):
     if m is None:
         return value
     return f"{m[1]}{m[2] or ' '}{m[3] or '00:00'}{m[4] or ':00'}{m[5]}"
+
+
+def valid_keys(v, c, label):
+    """A key is compared and ordered: no map in it (Spark can do neither)."""
+    from pyspark.sql import types as T
+
+    def holds_map(t):
+        return (isinstance(t, T.MapType) or isinstance(t, T.ArrayType) and holds_map(t.elementType)
+                or isinstance(t, T.StructType) and any(holds_map(f.dataType) for f in t.fields))
+    for name in c.columns:
+        dtype = v.types[name.lower()]
+        if holds_map(dtype):
+            raise bad_input(f"{label}: column {name!r} is {dtype.simpleString()}: a key holds no map "
+                            "(Spark cannot compare maps)")
 
 
 def valid_expression(v, c, label):
@@ -1880,6 +1930,7 @@ def valid_relationship(v, c, label):
     alias = f" ({c.reference!r} in --reference_tables)" if c.reference else ""
     target = existing_table(spark, t, c.to_table, f"{label}: to_table {t.catalog}.{c.to_table}{alias} does not exist")
     require_columns(f"{label}: {c.to_table}", target, c.to_columns)
+    require_comparable(label, df, c.columns, target, c.to_table, c.to_columns)
     try:
         missing_references(df, target, c).schema
     except Exception as e:
@@ -1894,6 +1945,18 @@ def existing_table(spark, t, table, missing):
     if not table_exists(spark, ref):
         raise bad_input(missing)
     return spark.table(ref.sql)
+
+
+def require_comparable(label, df, columns, target, table, to_columns):
+    """Columns paired by Spark's = must both be text or neither: beside a number, a date or a
+    boolean, Spark casts the text to it, so "1.9" equals an int 1 and "2024-06-30 x" a date."""
+    from pyspark.sql import types as T
+    for a, b in zip(columns, to_columns):
+        x, y = (d.select(col(n)).schema[0].dataType for d, n in ((df, a), (target, b)))
+        if isinstance(x, T.StringType) != isinstance(y, T.StringType):
+            raise bad_input(f"{label}: {a!r} is {x.simpleString()} but {table}.{b!r} is {y.simpleString()}, "
+                            "compared by Spark through a cast of the text (\"1.9\" equals 1 as an int): "
+                            "cast one of them in transform")
 
 
 def require_columns(what, df, names):
@@ -1927,6 +1990,7 @@ def valid_reference(v, c, label):
         c.match_columns = c.to_match_columns = [x for x in df.columns if x.lower() not in keys]
     require_columns(f"{label}: the batch", df, c.match_columns)
     require_columns(f"{label}: {c.to_table}", target, c.to_columns + c.to_match_columns)
+    require_comparable(label, df, c.columns + c.match_columns, target, c.to_table, c.to_columns + c.to_match_columns)
     try:
         matching_rows(df, target, c).schema
     except Exception as e:
@@ -2204,9 +2268,13 @@ def check_bound_types(c, label, dtype):
     elif isinstance(dtype, T.DateType):
         kind, ok = "an ISO date (YYYY-MM-DD)", lambda v: (isinstance(v, str) and ISO_DATE.match(v)
                                                          and parses(date.fromisoformat, v))
-    elif isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+    elif isinstance(dtype, T.TimestampType):
         kind, ok = "an ISO timestamp", lambda v: (isinstance(v, str) and ISO_TIMESTAMP.match(v)
                                                  and parses(datetime.fromisoformat, v))
+    elif isinstance(dtype, T.TimestampNTZType):  # Spark's cast to it drops an offset: an instant compared as a wall time
+        kind, ok = "an ISO timestamp without an offset", lambda v: (
+            isinstance(v, str) and ISO_TIMESTAMP.match(v) and not ISO_TIMESTAMP.match(v)[4]
+            and parses(datetime.fromisoformat, v))
     elif isinstance(dtype, T.BooleanType):
         kind, ok = "true or false", lambda v: isinstance(v, bool)
     else:
@@ -2335,6 +2403,42 @@ _KEYWORDS = {"between", "not", "in", "matches", "with", "where", "and", "or", "o
 MAX_NOW_OFFSET = 100_000  # (now() - N days): N beyond this overflows Spark's timestamps in hours
 _UNITS = {"minute": "MINUTES", "minutes": "MINUTES", "hour": "HOURS", "hours": "HOURS",
           "day": "DAYS", "days": "DAYS"}
+_NOW_SQL = re.compile(r"\(?current_timestamp\(\)(?: ([+-]) INTERVAL (\d+) (\w+)\))?")
+
+
+def _in_order(low, high):
+    """between's two ends, the lower first whichever came first: a window is the same either way
+    round (Glue's own FileFreshness example: between now() and (now() - 45 minutes)), and
+    reversed, a between would fail every value and a not between pass every one. Ends of one kind
+    known here are ordered here (numbers, durations, sizes, dates, times of day, now() offsets);
+    others when evaluated: a metric's dynamic ends by COMPARATORS, a row test's by least/greatest."""
+    k, j = _order_key(low), _order_key(high)
+    return [high, low] if _same_order(low, high) and k[1] > j[1] else [low, high]
+
+
+def _same_order(a, b):
+    """Whether two ends are ordered by their text alone (see _in_order)."""
+    k, j = _order_key(a), _order_key(b)
+    return bool(k and j and k[0] == j[0])
+
+
+def _order_key(a):
+    """(kind, value) of an end ordered by its text alone, or None."""
+    if a.kind in ("num", "size"):
+        return "number", a.value
+    if a.kind == "dur":
+        return "duration", a.value[0] * TIME_UNITS[a.value[1].lower()]
+    m = _NOW_SQL.fullmatch(a.value) if a.kind == "now" else None
+    if m:
+        return "now", (-1 if m[1] == "-" else 1) * int(m[2] or 0) * TIME_UNITS.get((m[3] or "").lower(), 0)
+    if a.kind == "str" and _DATETIME.fullmatch(a.value):
+        try:
+            return "datetime", datetime.fromisoformat(a.value)
+        except ValueError:  # not a date (Spark's cast makes it NULL: every row fails)
+            return None
+    if a.kind == "str" and _TIME_OF_DAY.fullmatch(a.value.strip()) and file_time(a.value, 0) is not None:
+        return "time of day", file_time(a.value, 0)
+    return None
 
 
 class _Parser:
@@ -2700,7 +2804,7 @@ class _Parser:
         if op in ("between", "not between"):
             low = self.operand()
             self.expect("and")
-            args = [low, self.operand()]
+            args = _in_order(low, self.operand())
         elif op in ("in", "not in") and self.at("$"):
             args = self.dereference(operand=True)
             if not isinstance(args, list):
@@ -3125,6 +3229,7 @@ def _column_values(rule):
     op, args = cond.op, cond.args
     if _flag(rule, "ignoreCase"):
         return _column_values_any_case(column, cond)
+    ordered = len(args) < 2 or _same_order(*args)  # else least/greatest at the audit (_in_order)
     if op in _ORDERED:
         args = [_time_of_day(a) for a in args]
         for a in args:
@@ -3146,14 +3251,14 @@ def _column_values(rule):
         return {"check": "between", "column": column, "allow_null": False,
                 **_range(op, [a.value for a in args])}
     c = quote(column)
-    sql = _sql_condition(c, op, args)
+    sql = _sql_condition(c, op, args, ordered)
     if "num" in kinds and kinds <= {"num", "null"}:
         # a text column's values are read as doubles, as `between` reads them: Spark alone would
         # read "0.5" beside a whole number as one (0), and list "0.0" beside 0 as text. Any other
         # column keeps the exact comparison (a double would round a decimal's digits); Spark
         # folds typeof away, so one branch is left of the plan
         text = _sql_condition(f"CAST({c} AS DOUBLE)", op, [a._replace(kind="double") if a.kind == "num" else a
-                                                            for a in args])
+                                                            for a in args], ordered)
         sql = f"CASE WHEN typeof({c}) = 'string' THEN {text} ELSE {sql} END"
     return _row_outcome(column, op, sql, "null" in kinds)
 
@@ -3234,9 +3339,13 @@ def _whole(val):
 _BLANK = _lit(r"^\s+$")   # WHITESPACES_ONLY: one or more whitespace characters
 
 
-def _sql_condition(lhs, op, args):
-    """A Spark SQL condition for lhs <op> args, with DQDL's NULL/EMPTY/WHITESPACES_ONLY."""
+def _sql_condition(lhs, op, args, ordered=True):
+    """A Spark SQL condition for lhs <op> args, with DQDL's NULL/EMPTY/WHITESPACES_ONLY; between's
+    ends as given if `ordered`, else the lower of them first at the audit."""
     values = [_sql_value(a) for a in args if a.kind not in ("null", "empty", "blank")]
+    if not ordered and len(values) == 2:  # a date beside now() or a time of day: as a time
+        ends = ", ".join(f"CAST({v} AS TIMESTAMP)" if a.kind == "str" else v for a, v in zip(args, values))
+        values = [f"least({ends})", f"greatest({ends})"]
     null = any(a.kind == "null" for a in args)
     # EMPTY and WHITESPACES_ONLY test the value as text: a date column beside '' would read it as
     # a date (NULL), and that NULL would fail every row of a != or not in
@@ -5739,7 +5848,7 @@ def align_to_schema(df, schema, keep=()):
 def can_widen(source, target):
     """Only casts that never lose a value: same type, or a wider number."""
     from pyspark.sql import types as T
-    if source == target or isinstance(source, T.NullType):
+    if source == target or isinstance(source, T.NullType) or fits_nested(source, target):
         return True
     ints = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
     rank = {T.ByteType: 0, T.ShortType: 1, T.IntegerType: 2, T.LongType: 3}
@@ -5752,6 +5861,23 @@ def can_widen(source, target):
         return True
     if isinstance(source, T.TimestampNTZType) and isinstance(target, T.TimestampType):
         return True
+    return False
+
+
+def fits_nested(source, target):
+    """A struct, array or map of the same shape whose parts hold NULLs only where the table's may:
+    a part the batch declares non-NULL (a struct built from literals) goes into a nullable one."""
+    from pyspark.sql import types as T
+    if isinstance(source, T.StructType) and isinstance(target, T.StructType):
+        return len(source.fields) == len(target.fields) and all(
+            a.name == b.name and (b.nullable or not a.nullable) and (a.dataType == b.dataType or fits_nested(a.dataType, b.dataType))
+            for a, b in zip(source.fields, target.fields))
+    if isinstance(source, T.ArrayType) and isinstance(target, T.ArrayType):
+        return (target.containsNull or not source.containsNull) and (
+            source.elementType == target.elementType or fits_nested(source.elementType, target.elementType))
+    if isinstance(source, T.MapType) and isinstance(target, T.MapType):
+        return (target.valueContainsNull or not source.valueContainsNull) and all(
+            a == b or fits_nested(a, b) for a, b in ((source.keyType, target.keyType), (source.valueType, target.valueType)))
     return False
 
 
@@ -6452,7 +6578,7 @@ def measure(a, c):
     if c.stat == "sql":
         return sql_value(a, c)[0]
     if c.stat == "column_count":
-        return len(a.staged_df.columns)
+        return len(a.batch_fields())
     stat = STATS[c.stat]
     if stat.grouped:
         return stat.grouped(a.grouped(c), in_rows)
@@ -6613,14 +6739,14 @@ def audit_row_count_match(a, c):
     return judged(a, c, a.total / reference if reference else None, f"{c.to_table} has no rows")
 
 
-def column_types(df):
-    return {f.name: f.dataType.simpleString() for f in df.schema.fields}
+def column_types(fields):
+    return {f.name: f.dataType.simpleString() for f in fields}
 
 
 def audit_schema_match(a, c):
     """The share of the columns of either side that the other has with the same name and type
     (Glue's: identical names and types, in any order). 1.0: the same schema."""
-    ours, theirs = column_types(a.staged_df), column_types(a.reference(c.to_table))
+    ours, theirs = column_types(a.batch_fields()), column_types(a.reference(c.to_table).schema.fields)
     names = ours.keys() | theirs.keys()
     return judged(a, c, sum(ours.get(n) == theirs.get(n) for n in names) / len(names), None)
 
@@ -7377,10 +7503,18 @@ class Audit:
     rows_dropped: int = 0  # rows the drop checks quarantined, in all
     rows_read: int = None  # rows read from the source, before the drops
     quarantined: object = None  # this run's own quarantined rows, tagged by split_dropped, if it holds them
+    batch_columns: list = None  # the columns the batch itself carried (its transform's)
 
     @property
     def total(self):
         return self.row["rows"]
+
+    def batch_fields(self):
+        """The staged columns the batch carried, as staged: the table's other columns are NULL
+        for its rows, and a schema check must not take them for the batch's (an upstream column
+        gone missing is the drift it is there to catch)."""
+        carried = None if self.batch_columns is None else {x.lower() for x in self.batch_columns}
+        return [f for f in self.staged_df.schema.fields if carried is None or f.name.lower() in carried]
 
     def in_rows(self, c):
         """The rows a check applies to."""
@@ -7571,19 +7705,19 @@ def audit_row_count(a, c):
 
 def audit_column_names(a, c):
     """Every column name matches the whole pattern (Java's regex, as DQDL's)."""
-    odd = [x for x in a.staged_df.columns
-           if not java(a.spark.sparkContext._jvm, "java.util.regex.Pattern").matches(c.pattern, x)]
+    odd = [f.name for f in a.batch_fields()
+           if not java(a.spark.sparkContext._jvm, "java.util.regex.Pattern").matches(c.pattern, f.name)]
     return check_result(c, None, a.total, observed=odd or None,
                         detail=f"not matching: {', '.join(odd)}" if odd else None)
 
 
 def audit_column_exists(a, c):
-    found = c.column.lower() in {x.lower() for x in a.staged_df.columns}
+    found = c.column.lower() in {f.name.lower() for f in a.batch_fields()}
     return check_result(c, None, a.total, observed=found, detail=None if found else f"no column {c.column!r}")
 
 
 def audit_schema(a, c):
-    actual = {f.name.lower(): f.dataType.simpleString() for f in a.staged_df.schema.fields}
+    actual = {f.name.lower(): f.dataType.simpleString() for f in a.batch_fields()}
     problems = []
     for name, type_text in c.schema.items():
         expected = spark_type_string(a.spark, f"check {c.name!r}", type_text)
@@ -8054,13 +8188,14 @@ KINDS = {
     "between": row_kind(({"column"}, BOUNDS | {"allow_null"}), parse_between,
                         lambda F, c: undecided_fails(F, c, outside_range(c)), valid_bounds),
     "accepted_values": row_kind(({"column", "values"}, {"allow_null"}), parse_accepted_values,
-                                lambda F, c: undecided_fails(F, c, ~col(c.column).isin(accepted_literals(F, c))),
+                                lambda F, c: undecided_fails(F, c, not_accepted(F, c)),
                                 valid_bounds),
     "regex": row_kind(({"column", "pattern"}, {"allow_null"}), parse_pattern,
                       lambda F, c: ~col(c.column).rlike(c.pattern), valid_regex),
     "expression": row_kind(({"expr"}, set()), parse_expression, lambda F, c: ~F.expr(c.expr), valid_expression),
-    "unique": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
-    "primary_key": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main"),
+    "unique": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main", validate=valid_keys),
+    "primary_key": Kind(KEYS, parse_keys, audit_keys, key_range, decided_by="scan", reads="main",
+                        validate=valid_keys),
     "row_count": Kind((set(), {"min", "max", "condition"}), parse_row_count, audit_row_count, records=True),
     "schema": Kind(({"columns"}, set()), parse_schema, audit_schema, decided_by="metadata", where=False,
                    validate=valid_schema),
@@ -10441,7 +10576,7 @@ def audit_staged(run, batch_df, staged, dropped_counts, metrics):
         whole = read_snapshot(spark, t, staged.snapshot_id) if p.mode != "append" else None
         a = Audit(spark, t, staged_df, staged.parent_id, ledger, whole_table=whole, staged_id=staged.snapshot_id,
                   files=run.batch.input_pins, dropped=dropped_counts or {}, rows_dropped=report.rows_dropped or 0,
-                  rows_read=report.rows_read, quarantined=own_quarantine(run.batch))
+                  rows_read=report.rows_read, quarantined=own_quarantine(run.batch), batch_columns=run.batch.columns)
         report.checks, report.rows_written = audit(a, checks, staged.snapshot_id if p.mode != "merge" else None,
                                                    metrics)
         report.metrics = run_metrics(report)
@@ -10549,7 +10684,8 @@ def recheck_state(run, staged):
             results, total = audit(Audit(spark, t, staged_df, staged.parent_id, ledger, staged_id=staged.snapshot_id,
                                          files=run.batch.input_pins, dropped=dropped,
                                          rows_dropped=report.rows_dropped or 0, rows_read=report.rows_read,
-                                         quarantined=own_quarantine(run.batch)), stale, staged.snapshot_id)
+                                         quarantined=own_quarantine(run.batch), batch_columns=run.batch.columns),
+                                   stale, staged.snapshot_id)
         rules = {**earlier, **kept, **{r["name"]: r for r in results}}
         by_name = {c.name: combined_result(c, rules, total) for c in recheck}
         report.checks = [by_name.get(r["name"], r) for r in verdicts]

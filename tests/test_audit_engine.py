@@ -1,4 +1,5 @@
 """The audit engine: table-level checks, drop + quarantine, and the one-scan property."""
+import os
 from datetime import datetime, timedelta
 
 import pytest
@@ -52,6 +53,21 @@ def test_schema_check_fails_on_drift(wap):
     assert code == 3
     assert "id is int, expected bigint" in report.checks[0]["detail"]
     assert "missing_col missing" in report.checks[0]["detail"]
+
+
+def test_schema_checks_judge_the_batchs_columns_not_the_tables_others(wap):
+    """A column the batch no longer carries is NULL for its rows on the table: that is the upstream
+    drift the schema checks are there to catch, not a column the batch has."""
+    assert wap.run([{"id": 1, "order_id": 10, "coupon": "x"}], checks=[])[0] == 0
+    checks = [{"check": "column_exists", "column": "coupon"},
+              {"check": "schema", "columns": {"id": "int", "coupon": "string"}},
+              {"check": "stat", "stat": "column_count", "min": 3},
+              {"check": "column_exists", "column": "order_id"}]
+    code, report = wap.run([{"id": 2, "order_id": 20}], checks=checks)
+    assert code == 3
+    assert [r["passed"] for r in report.checks] == [False, False, False, True], report.checks
+    assert report.checks[1]["detail"] == "coupon missing" and report.checks[2]["observed"] == 2
+    assert wap.ids() == [1]
 
 
 def test_freshness_passes_on_recent_data(wap):
@@ -229,3 +245,30 @@ def test_unique_passes_clean_batches_by_bitmap_and_counts_duplicates_by_grouping
     assert proofs == [True, False]
     assert code == 3 and report.checks[0]["failing_rows"] == 5
     assert report.checks[0]["sample"][0] == {"id": 102, "count": 3, "on_main": False}
+
+
+def parquet(spark, path, rows, schema):
+    spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
+    return next(str(path / n) for n in os.listdir(path) if n.endswith(".parquet"))
+
+
+def test_numbers_beside_a_float_column_are_the_floats_written_so(wap, spark, tmp_path):
+    """0.1 beside a float column is the float 0.1 (a little above the double 0.1), 0.7 the float
+    0.7 (a little below): a value written as the bound passes as equal to it."""
+    source = parquet(spark, tmp_path / "f", [(1, 0.1), (2, 0.05), (3, 0.7)], "id int, f float")
+    code, report = wap.run(source, checks=[
+        {"check": "accepted_values", "column": "f", "values": [0.1, 0.05, 0.7]},
+        {"check": "between", "column": "f", "min": 0.05, "max": 0.7},
+        {"check": "between", "column": "f", "max": 0.7, "max_exclusive": True, "name": "below"}])
+    assert code == 3 and [r["passed"] for r in report.checks] == [True, True, False], report.checks
+    assert report.checks[2]["failing_rows"] == 1
+
+
+@pytest.mark.parametrize("schema,values,failing", [("id int, f int", [1.5, 2.5], 2), ("id int, f tinyint", [300, 1], 1),
+                                                   ("id int, f float", [0.1, 1e39], 1)])
+def test_accepted_values_its_column_cannot_hold_accept_nothing_and_the_audit_fails(wap, spark, tmp_path, schema,
+                                                                                    values, failing):
+    source = parquet(spark, tmp_path / "v", [(1, 1), (2, 2)] if "float" not in schema else [(1, 0.1), (2, 0.2)], schema)
+    code, report = wap.run(source, checks=[{"check": "accepted_values", "column": "f", "values": values}])
+    assert code == 3 and report.checks[0]["failing_rows"] == failing, (report.error, report.checks)
+    assert report.checks[0]["sample"], report.checks

@@ -259,3 +259,14 @@ def test_json_dataset_match_pairs_match_columns(wap, spark):
              "match_columns": ["amount", "name"], "to_match_columns": ["total", "label"], "min": 0.95}
     code, report = wap.run(ROWS, checks=[check])
     assert code == 3 and report.checks[0]["observed"] == 0.9
+
+
+@pytest.mark.parametrize("rule", ['ReferentialIntegrity "code" "ref.id" = 1.0',
+                                  'DatasetMatch "ref" "id->id" "code->id" >= 0.5'])
+def test_text_compared_with_a_number_of_the_reference_exits_2_before_anything_is_written(wap, spark, rule):
+    """Spark would compare them through a cast of the text: "1.9" equals an int 1."""
+    ref = reference(spark, wap, "ref", [(1, 0.0, "x"), (2, 0.0, "y")])
+    rows = [{"id": 1, "code": "1.9"}, {"id": 2, "code": "n/a"}]  # a text column
+    code, report = wap.run(rows, checks=f"Rules = [ {rule} ]", reference_tables={"ref": ref})
+    assert code == 2 and "'code' is string but" in report.error and "cast one of them" in report.error, report.error
+    assert not wap.exists()

@@ -482,3 +482,35 @@ def test_matches_is_a_whole_value_match_without_a_final_line_break(wap, monkeypa
     failing = {name: r["failing_rows"] for name, r in results.items()}
     assert failing == {'ColumnValues "zip" matches "[0-9]{5}"': 1, 'ColumnValues "zip" matches "^[0-9]{5}$"': 1,
                        'ColumnValues "zip" not matches "[0-9]{5}"': 1, 'ColumnValues "zip" in ["12345"]': 1}
+
+
+def test_a_window_written_with_its_ends_reversed_is_the_same_window(wap):
+    """Glue writes a window either way round (its own example: between now() and (now() - 45
+    minutes)); reversed, a not between must not pass every value, nor a between fail every one."""
+    from datetime import datetime, timedelta, timezone
+    now = datetime.now(timezone.utc)
+    stamp = lambda ago: (now - ago).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    rows = [{"id": 1, "x": 5, "ts": stamp(timedelta(minutes=10))},
+            {"id": 2, "x": 50, "ts": stamp(timedelta(hours=5))}]
+    pairs = [('ColumnValues "ts" not between now() and (now() - 45 minutes)',
+              'ColumnValues "ts" not between (now() - 45 minutes) and now()'),
+             ('ColumnValues "ts" between now() and (now() - 45 minutes)',
+              'ColumnValues "ts" between (now() - 45 minutes) and now()'),
+             ('DataFreshness "ts" not between 24 hours and 2 hours', 'DataFreshness "ts" not between 2 hours and 24 hours'),
+             ('ColumnValues "x" not between 10 and 1', 'ColumnValues "x" not between 1 and 10'),
+             ('ColumnValues "x" between 10 and 1', 'ColumnValues "x" between 1 and 10'),
+             ('ColumnValues "ts" not between "2999-01-01" and now()', 'ColumnValues "ts" not between now() and "2999-01-01"'),
+             ("RowCount not between 10 and 1", "RowCount not between 1 and 10")]
+    code, results = run_rows(wap, rows, "Rules = [ " + ", ".join(r for pair in pairs for r in pair) + " ]")
+    assert code == 3
+    for reversed_, written in pairs:
+        got, want = results[reversed_], results[written]
+        assert (got["passed"], got.get("failing_rows")) == (want["passed"], want.get("failing_rows")), (got, want)
+    assert [results[p[0]]["passed"] for p in pairs] == [False, False, False, False, False, True, False]
+    assert [results[p[0]].get("failing_rows") for p in pairs[:5]] == [1, 1, 1, 1, 1]
+
+
+def test_a_json_condition_takes_between_ends_either_way_round(wap):
+    code, report = wap.run([{"id": 1}, {"id": 2}], checks=[
+        {"check": "row_count", "name": "reversed", "condition": {"op": "not between", "values": [10, 1]}}])
+    assert code == 3 and not report.checks[0]["passed"], report.checks

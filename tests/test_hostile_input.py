@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import shutil
+from datetime import datetime
 
 import pytest
 
@@ -87,6 +88,9 @@ CASES = {
                                  {"checks": [{"check": "not_null", "column": "id"},
                                              {"check": "regex", "column": "s", "pattern": "^x$"}]},
                                  ["check 'regex_s'", "cannot apply to column 's'"]),
+    "unique on a map column": (lambda w, s, t: parquet(s, t / "m", [(1, {"a": 1})], "id int, m map<string,int>"),
+                               {"checks": [{"check": "unique", "columns": ["id", "m"]}]},
+                               ["check 'unique_id_m'", "'m'", "no map"]),
     "checks not a JSON list": (None, {"checks": '"not_null"'}, ["--checks", "list"]),
     "checks object without a list": (None, {"checks": '{"check": "not_null", "column": "id"}'}, ["--checks"]),
     "checks JSON syntax error": (None, {"checks": '[\n  {"check": "not_null",, "column": "id"}\n]'},
@@ -109,6 +113,14 @@ CASES = {
     "retries without end": (None, {"max_publish_retries": "1000000000"}, ["--max_publish_retries", "from 0 to 100"]),
     "between bound of the wrong type": (None, {"checks": [{"check": "between", "column": "id", "min": "one"}]},
                                         ["check 'between_id'"]),
+    "between bound with an offset on a timestamp_ntz column": (
+        lambda w, s, t: parquet(s, t / "ntz", [(1, datetime(2024, 6, 1, 10))], "id int, ts timestamp_ntz"),
+        {"checks": [{"check": "between", "column": "ts", "max": "2024-06-01T12:00:00+05:00"}]},
+        ["check 'between_ts'", "without an offset"]),
+    "accepted value with an offset on a timestamp_ntz column": (
+        lambda w, s, t: parquet(s, t / "ntz", [(1, datetime(2024, 6, 1, 10))], "id int, ts timestamp_ntz"),
+        {"checks": [{"check": "accepted_values", "column": "ts", "values": ["2024-06-01T10:00:00Z"]}]},
+        ["check 'accepted_values_ts'", "without an offset"]),
     "accepted value of the wrong type": (None, {"checks": [{"check": "accepted_values", "column": "id",
                                                             "values": [1, "x"]}]}, ["check 'accepted_values_id'"]),
     "between bound beyond a 64-bit number": (None, {"checks": [{"check": "between", "column": "id", "max": 10 ** 400}]},

@@ -398,3 +398,17 @@ def test_a_row_a_merge_wrote_with_a_null_key_is_audited(wap, monkeypatch, tmp_pa
                            checks=[{"check": "not_null", "column": "amount"}], mode="merge", merge_keys="id")
     assert code == wap_etl.EXIT_AUDIT_FAILED, report.error
     assert wap.ids() == [1, 2, 3]
+
+
+def test_a_struct_the_batch_declares_without_nulls_goes_into_the_tables_nullable_one(wap, spark, monkeypatch, tmp_path):
+    """A transform building a struct from literals makes its fields non-NULL: the table's nullable
+    struct takes it (the same shape, NULLs allowed where the table allows them)."""
+    from pyspark.sql import functions as F
+    path = str(tmp_path / "s1")
+    spark.createDataFrame([(1, (5, [1], {"k": 1}))], "id int, s struct<x:int,a:array<int>,m:map<string,int>>").write.parquet(path)
+    assert wap.run(path, checks=[], source_format="parquet")[0] == 0
+    monkeypatch.setattr(wap_etl, "transform", lambda df: df.withColumn("s", F.struct(
+        F.lit(7).alias("x"), F.array(F.lit(2)).alias("a"), F.create_map(F.lit("k"), F.lit(2)).alias("m"))))
+    code, report = wap.run([{"id": 2}], checks=[])
+    assert code == 0, report.error
+    assert {r["id"]: r["s"]["x"] for r in wap.rows()} == {1: 5, 2: 7}
