@@ -5857,6 +5857,10 @@ def can_widen(source, target):
     if isinstance(source, (T.ByteType, T.ShortType, T.IntegerType, T.FloatType)) \
             and isinstance(target, T.DoubleType):
         return True
+    if isinstance(target, T.DecimalType) and isinstance(source, (T.DecimalType, *ints)):  # room for every digit
+        whole, scale = ((source.precision - source.scale, source.scale) if isinstance(source, T.DecimalType)
+                        else ({T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}[type(source)], 0))
+        return target.precision - target.scale >= whole and target.scale >= scale
     if isinstance(source, T.DateType) and isinstance(target, (T.TimestampType, T.TimestampNTZType)):
         return True
     if isinstance(source, T.TimestampNTZType) and isinstance(target, T.TimestampType):
@@ -6143,6 +6147,10 @@ def merge_counts(spark, p, t, df, parent):
 
 
 CLOCK_SKEW_MS = 60_000  # how far Iceberg lets a commit's time go back from the one before it
+# Iceberg's refusal of a commit timed more than that before the table's last (TableMetadata, 1.7.1)
+CLOCK_BEHIND = re.compile(r"Invalid update timestamp \d+: before (last snapshot log entry|the latest metadata log entry)")
+CLOCK_HINT = (" (this driver's clock is more than a minute behind the last commit's, made by a machine "
+              "whose clock is ahead: sync the clocks (NTP), or rerun once this clock has passed it)")
 
 
 def guard(spark, t, batch, since_ms, branch_made=True):
@@ -10150,6 +10158,8 @@ def run_job(argv, scrubber):
         log.error("wap_etl: error: %s", e)
     except Exception as e:  # anything unexpected: exit 1, with the cause in the report
         report.status, report.error, code = Status.ERROR, f"{type(e).__name__}: {first_line(e)}", EXIT_ERROR
+        if CLOCK_BEHIND.search(report.error):
+            report.error += CLOCK_HINT
         log.exception("wap_etl: unexpected error")
     finally:
         try:  # the run's own session (the JVM's active one is per thread)

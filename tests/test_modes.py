@@ -412,3 +412,20 @@ def test_a_struct_the_batch_declares_without_nulls_goes_into_the_tables_nullable
     code, report = wap.run([{"id": 2}], checks=[])
     assert code == 0, report.error
     assert {r["id"]: r["s"]["x"] for r in wap.rows()} == {1: 5, 2: 7}
+
+
+def test_a_narrower_decimal_or_a_whole_number_goes_into_a_decimal_column_with_room_for_every_digit(wap, spark, tmp_path):
+    from decimal import Decimal
+    first, second, third = (str(tmp_path / n) for n in ("d1", "d2", "d3"))
+    spark.createDataFrame([(1, Decimal("1.50"))], "id int, amount decimal(12,2)").write.parquet(first)
+    spark.createDataFrame([(2, Decimal("99999999.99"))], "id int, amount decimal(10,2)").write.parquet(second)
+    spark.createDataFrame([(3, 2147483647)], "id int, amount int").write.parquet(third)
+    assert wap.run(first, checks=[], source_format="parquet")[0] == 0
+    for path in (second, third):
+        code, report = wap.run(path, checks=[], source_format="parquet")
+        assert code == 0, report.error
+    assert {r["id"]: r["amount"] for r in wap.rows()} == {1: Decimal("1.50"), 2: Decimal("99999999.99"),
+                                                          3: Decimal("2147483647.00")}
+    spark.createDataFrame([(4, Decimal("1.125"))], "id int, amount decimal(10,3)").write.parquet(str(tmp_path / "d4"))
+    code, report = wap.run(str(tmp_path / "d4"), checks=[], source_format="parquet")
+    assert code == 2 and "decimal(10,3) in the batch but decimal(12,2)" in report.error, report.error

@@ -459,3 +459,13 @@ def test_cleanup_keeps_the_branch_of_a_run_that_wrote_and_is_still_auditing(wap,
     assert kept[0] == 0 and kept[1] == [report.branch], "the live run's branch survived the clean-up"
     assert code == 0 and report.status == "published", report.error
     assert "may still be running" in capsys.readouterr().out
+
+
+def test_a_commit_refused_for_a_clock_behind_the_tables_last_says_so_and_main_is_unchanged(wap):
+    """Iceberg refuses a commit timed more than a minute before the table's last (made by a machine
+    whose clock is ahead): the run exits 1 naming the clocks, and main keeps its rows."""
+    assert wap.run([{"id": 1, "amount": 1.0}], checks=[])[0] == 0
+    age_the_table(wap, -5 / 1440)  # the last commit as a clock five minutes ahead made it
+    code, report = wap.run([{"id": 2, "amount": 2.0}], checks=[])
+    assert code == 1 and "clock is more than a minute behind" in report.error, report.error
+    assert wap.ids() == [1]
