@@ -1708,10 +1708,26 @@ def valid_query(spark, c, label, df, t):
                 raise bad_input(f"{label}: the query's rows cannot be paired with the batch's: {first_line(e)}") from None
 
 
+def refuse_zoned_bounds(checks, plan):
+    """A column staged as timestamp_ntz takes no offset in a bound or value: Spark's cast to it
+    drops the offset, comparing an instant as a wall-clock time. (A batch's timestamp_ntz column
+    staged into the table's timestamp column takes one: the audit compares instants.)"""
+    from pyspark.sql import types as T
+    types = {f.name.lower(): f.dataType for f in plan.df.schema.fields}
+    for c in leaf_checks(checks):
+        if c.check in ("between", "accepted_values") and isinstance(types.get(c.column.lower()), T.TimestampNTZType):
+            zoned = [x for x in ([c.min, c.max] if c.check == "between" else c.values)
+                     if isinstance(x, str) and ISO_TIMESTAMP.match(x) and ISO_TIMESTAMP.match(x)[4]]
+            if zoned:
+                raise bad_input(f"check {c.name!r}: {json.dumps(zoned[0])} is not an ISO timestamp without an "
+                                f"offset, as column {c.column!r} (timestamp_ntz, a wall-clock time) needs")
+
+
 def validate_staged_queries(spark, checks, plan, t):
     """A merge carries columns only its --delete_condition reads, which the staged rows (a query's
     {batch} at the audit, where a drop check reading a table is counted again) lack: its queries
-    and those drop checks are validated again without them."""
+    and those drop checks are validated again without them. And bounds by the staged types."""
+    refuse_zoned_bounds(checks, plan)
     staged = plan.df.select(*[col(n) for n in plan.columns])
     if len(staged.columns) < len(plan.df.columns):
         for c in leaf_checks(checks):
@@ -1787,20 +1803,32 @@ def type_holds(dtype, x):
     """Whether an integral or float column's type can hold the number x exactly."""
     from pyspark.sql import types as T
     if isinstance(dtype, T.FloatType):
-        return abs(x) <= 3.4028234663852886e38 and as_float32(x) == x
+        return float32_of(x) == x
     bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}[type(dtype)]
     return float(x).is_integer() and -2 ** (bits - 1) <= int(x) < 2 ** (bits - 1)
 
 
 def as_float32(x):
-    """A number bound or value beside a float column as the float nearest it (exactly, as a double:
-    Spark widens the column to double), so a value written as 0.1 equals the column's 0.1."""
-    if not is_number(x) or isinstance(x, bool):
+    """A number bound or value beside a float column: the float whose shortest decimal form it is
+    (exactly, as a double: Spark widens the column to double), so 0.1 equals the column's 0.1, a
+    little above the double 0.1; any other number as it is (1000000.05 is not the float
+    1000000.0625, whose form is 1000000.06)."""
+    f = float32_of(x)
+    if f is None:
         return x
+    shortest = next(t for t in (f"{f:.{p}g}" for p in range(1, 10)) if float32_of(float(t)) == f)
+    return f if float(shortest) == x else x
+
+
+def float32_of(x):
+    """The float nearest the number x, as a double; None for no number or none in range."""
+    if not is_number(x):
+        return None
     try:
-        return struct.unpack("<f", struct.pack("<f", x))[0]
-    except OverflowError:  # beyond any float: as it is
-        return x
+        f = struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def decimal_literals(dtype, values):
@@ -2268,13 +2296,9 @@ def check_bound_types(c, label, dtype):
     elif isinstance(dtype, T.DateType):
         kind, ok = "an ISO date (YYYY-MM-DD)", lambda v: (isinstance(v, str) and ISO_DATE.match(v)
                                                          and parses(date.fromisoformat, v))
-    elif isinstance(dtype, T.TimestampType):
+    elif isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
         kind, ok = "an ISO timestamp", lambda v: (isinstance(v, str) and ISO_TIMESTAMP.match(v)
                                                  and parses(datetime.fromisoformat, v))
-    elif isinstance(dtype, T.TimestampNTZType):  # Spark's cast to it drops an offset: an instant compared as a wall time
-        kind, ok = "an ISO timestamp without an offset", lambda v: (
-            isinstance(v, str) and ISO_TIMESTAMP.match(v) and not ISO_TIMESTAMP.match(v)[4]
-            and parses(datetime.fromisoformat, v))
     elif isinstance(dtype, T.BooleanType):
         kind, ok = "true or false", lambda v: isinstance(v, bool)
     else:
@@ -2410,10 +2434,16 @@ def _in_order(low, high):
     """between's two ends, the lower first whichever came first: a window is the same either way
     round (Glue's own FileFreshness example: between now() and (now() - 45 minutes)), and
     reversed, a between would fail every value and a not between pass every one. Ends of one kind
-    known here are ordered here (numbers, durations, sizes, dates, times of day, now() offsets);
+    known here are ordered here (numbers, durations, sizes, dates, now() offsets; two times of day
+    the later first are refused: the window the rule means may cross midnight);
     others when evaluated: a metric's dynamic ends by COMPARATORS, a row test's by least/greatest."""
     k, j = _order_key(low), _order_key(high)
-    return [high, low] if _same_order(low, high) and k[1] > j[1] else [low, high]
+    if _same_order(low, high) and k[1] > j[1]:
+        if k[0] == "time of day":  # meant across midnight? a window of today's times cannot be
+            raise _error(low.tok, f"{low.tok.text} is later than {high.tok.text}: times of day are today's, "
+                                  "so write the earlier first (a window across midnight: two rules joined by OR)")
+        return [high, low]
+    return [low, high]
 
 
 def _same_order(a, b):
@@ -3229,7 +3259,7 @@ def _column_values(rule):
     op, args = cond.op, cond.args
     if _flag(rule, "ignoreCase"):
         return _column_values_any_case(column, cond)
-    ordered = len(args) < 2 or _same_order(*args)  # else least/greatest at the audit (_in_order)
+    ordered = op not in ("between", "not between") or _same_order(*args)  # else least/greatest at the audit
     if op in _ORDERED:
         args = [_time_of_day(a) for a in args]
         for a in args:
@@ -3257,9 +3287,13 @@ def _column_values(rule):
         # read "0.5" beside a whole number as one (0), and list "0.0" beside 0 as text. Any other
         # column keeps the exact comparison (a double would round a decimal's digits); Spark
         # folds typeof away, so one branch is left of the plan
-        text = _sql_condition(f"CAST({c} AS DOUBLE)", op, [a._replace(kind="double") if a.kind == "num" else a
-                                                            for a in args], ordered)
-        sql = f"CASE WHEN typeof({c}) = 'string' THEN {text} ELSE {sql} END"
+        by_type = {"string": _sql_condition(f"CAST({c} AS DOUBLE)", op, [
+            a._replace(kind="double") if a.kind == "num" else a for a in args], ordered)}
+        if any(a.kind == "num" and as_float32(a.value) != a.value for a in args):  # as valid_bounds reads them
+            by_type["float"] = _sql_condition(c, op, [a._replace(kind="double", value=as_float32(a.value))
+                                                      if a.kind == "num" else a for a in args], ordered)
+        sql = ("CASE " + " ".join(f"WHEN typeof({c}) = '{t}' THEN {s}" for t, s in by_type.items())
+               + f" ELSE {sql} END")
     return _row_outcome(column, op, sql, "null" in kinds)
 
 

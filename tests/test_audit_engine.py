@@ -264,6 +264,32 @@ def test_numbers_beside_a_float_column_are_the_floats_written_so(wap, spark, tmp
     assert report.checks[2]["failing_rows"] == 1
 
 
+def test_a_number_no_float_is_written_as_stays_exact_beside_a_float_column(wap, spark, tmp_path):
+    """1000000.05 is no float's shortest form (the float near it is 1000000.0625, written 1000000.06):
+    the column's 1000000.06 is above it, and 99999999.99 is not the column's 1e8."""
+    source = parquet(spark, tmp_path / "f", [(1, 1000000.06), (2, 1e8)], "id int, f float")
+    code, report = wap.run(source, checks=[
+        {"check": "between", "column": "f", "max": 1000000.05, "name": "max"},
+        {"check": "accepted_values", "column": "f", "values": [1000000.06, 99999999.99], "name": "values"}])
+    assert code == 3 and [r["failing_rows"] for r in report.checks] == [2, 1], report.checks
+
+
+def test_dqdl_rules_read_numbers_beside_a_float_column_as_the_json_checks_do(wap, spark, tmp_path):
+    source = parquet(spark, tmp_path / "f", [(1, 0.1), (2, 0.3)], "id int, f float")
+    rules = ['ColumnValues "f" != 0.1', 'ColumnValues "f" not between 0.1 and 0.2', 'ColumnValues "f" <= 0.1',
+             'ColumnValues "f" not in [0.1, 0.2]']
+    code, report = wap.run(source, checks="Rules = [ " + ", ".join(rules) + " ]")
+    assert code == 3 and [r["failing_rows"] for r in report.checks] == [1, 0, 1, 1], report.checks
+
+
+def test_a_batchs_timestamp_ntz_column_staged_as_a_timestamp_takes_a_bound_with_an_offset(wap, spark, tmp_path):
+    from datetime import datetime
+    assert wap.run([{"id": 1, "ts": "2024-06-01T09:00:00Z"}], checks=[])[0] == 0
+    source = parquet(spark, tmp_path / "n", [(2, datetime(2024, 6, 1, 10))], "id int, ts timestamp_ntz")
+    code, report = wap.run(source, checks=[{"check": "between", "column": "ts", "max": "2024-06-01T12:00:00+05:00"}])
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, (report.error, report.checks)  # 10:00 UTC > 07:00 UTC
+
+
 @pytest.mark.parametrize("schema,values,failing", [("id int, f int", [1.5, 2.5], 2), ("id int, f tinyint", [300, 1], 1),
                                                    ("id int, f float", [0.1, 1e39], 1)])
 def test_accepted_values_its_column_cannot_hold_accept_nothing_and_the_audit_fails(wap, spark, tmp_path, schema,

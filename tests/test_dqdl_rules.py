@@ -514,3 +514,9 @@ def test_a_json_condition_takes_between_ends_either_way_round(wap):
     code, report = wap.run([{"id": 1}, {"id": 2}], checks=[
         {"check": "row_count", "name": "reversed", "condition": {"op": "not between", "values": [10, 1]}}])
     assert code == 3 and not report.checks[0]["passed"], report.checks
+
+
+@pytest.mark.parametrize("rule", ['ColumnValues "ts" not between "21:45" and "6:00 AM"',
+                                  'FileFreshness between "9:30 PM" and "9:30 AM"'])
+def test_two_times_of_day_with_the_later_first_are_refused_for_the_window_may_cross_midnight(rule):
+    assert "is later than" in error(f"Rules = [ {rule} ]")
