@@ -1708,26 +1708,19 @@ def valid_query(spark, c, label, df, t):
                 raise bad_input(f"{label}: the query's rows cannot be paired with the batch's: {first_line(e)}") from None
 
 
-def refuse_zoned_bounds(checks, plan):
-    """A column staged as timestamp_ntz takes no offset in a bound or value: Spark's cast to it
-    drops the offset, comparing an instant as a wall-clock time. (A batch's timestamp_ntz column
-    staged into the table's timestamp column takes one: the audit compares instants.)"""
-    from pyspark.sql import types as T
+def fit_staged_bounds(checks, plan):
+    """Every between's and accepted_values' literals fitted to its column as staged (fit_bounds)."""
     types = {f.name.lower(): f.dataType for f in plan.df.schema.fields}
     for c in leaf_checks(checks):
-        if c.check in ("between", "accepted_values") and isinstance(types.get(c.column.lower()), T.TimestampNTZType):
-            zoned = [x for x in ([c.min, c.max] if c.check == "between" else c.values)
-                     if isinstance(x, str) and ISO_TIMESTAMP.match(x) and ISO_TIMESTAMP.match(x)[4]]
-            if zoned:
-                raise bad_input(f"check {c.name!r}: {json.dumps(zoned[0])} is not an ISO timestamp without an "
-                                f"offset, as column {c.column!r} (timestamp_ntz, a wall-clock time) needs")
+        if c.check in ("between", "accepted_values"):
+            fit_bounds(c, types[c.column.lower()], f"check {c.name!r}")
 
 
 def validate_staged_queries(spark, checks, plan, t):
     """A merge carries columns only its --delete_condition reads, which the staged rows (a query's
     {batch} at the audit, where a drop check reading a table is counted again) lack: its queries
-    and those drop checks are validated again without them. And bounds by the staged types."""
-    refuse_zoned_bounds(checks, plan)
+    and those drop checks are validated again without them. Bounds are fitted to the staged types."""
+    fit_staged_bounds(checks, plan)
     staged = plan.df.select(*[col(n) for n in plan.columns])
     if len(staged.columns) < len(plan.df.columns):
         for c in leaf_checks(checks):
@@ -1771,32 +1764,45 @@ def valid_regex(v, c, label):
 
 
 def valid_bounds(v, c, label):
-    from pyspark.sql import types as T
+    """Bounds and values of the column's kind; how Spark compares them is fitted to the column's
+    type as staged (fit_bounds, once the table's types are known)."""
     check_bound_types(c, label, v.dtype(c))
-    if c.check == "between" and isinstance(v.dtype(c), T.StringType):  # text read as a number: as a double
+    v.conditions.append((c, label))
+
+
+def fit_bounds(c, dtype, label):
+    """A between's bounds and an accepted_values' values as Spark must compare them with the
+    column as staged, the table's type (the batch's is cast to it), which the audit reads."""
+    from pyspark.sql import types as T
+    if c.check == "between" and isinstance(dtype, T.StringType):  # text read as a number: as a double
         c.min, c.max = (float(x) if is_number(x) and abs(x) < 2 ** 53 else x  # (an int bound casts it to int;
                         for x in (c.min, c.max))                              # a larger one stays exact, as a bigint)
-    if c.check == "between" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType)):
+    if isinstance(dtype, T.TimestampNTZType):  # Spark's cast to it drops an offset: an instant compared as a wall time
+        zoned = [x for x in ([c.min, c.max] if c.check == "between" else c.values)
+                 if isinstance(x, str) and ISO_TIMESTAMP.match(x) and ISO_TIMESTAMP.match(x)[4]]
+        if zoned:
+            raise bad_input(f"{label}: {json.dumps(zoned[0])} is not an ISO timestamp without an offset, as "
+                            f"column {c.column!r} (timestamp_ntz, a wall-clock time) needs")
+    if c.check == "between" and isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
         c.min, c.max = (spark_timestamp_text(x) for x in (c.min, c.max))
-    if isinstance(v.dtype(c), T.DecimalType):  # each bound is compared alone; a list, as one type
+    if isinstance(dtype, T.DecimalType):  # each bound is compared alone; a list, as one type
         if c.check == "between":
-            c.min, c.max = (decimal_literals(v.dtype(c), [x])[0] for x in (c.min, c.max))
+            c.min, c.max = (decimal_literals(dtype, [x])[0] for x in (c.min, c.max))
         else:
-            c.values = decimal_literals(v.dtype(c), c.values)
-    if isinstance(v.dtype(c), T.FloatType):  # 0.1 means the float 0.1, a little above the double 0.1
+            c.values = decimal_literals(dtype, c.values)
+    if isinstance(dtype, T.FloatType):  # 0.1 means the float 0.1, a little above the double 0.1
         if c.check == "between":
             c.min, c.max = (as_float32(x) for x in (c.min, c.max))
         else:
             c.values = [as_float32(x) for x in c.values]
-    if c.check == "accepted_values" and isinstance(v.dtype(c), (T.IntegralType, T.FloatType)):
+    if c.check == "accepted_values" and isinstance(dtype, (T.IntegralType, T.FloatType)):
         # a value the column's type cannot hold equals none of its values (and Spark, leaving it
         # out of the IN, could push an empty IN into the scan, which fails)
-        c.values = [x for x in c.values if not is_number(x) or type_holds(v.dtype(c), x)]
-    if c.check == "accepted_values" and isinstance(v.dtype(c), (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        c.values = [x for x in c.values if not is_number(x) or type_holds(dtype, x)]
+    if c.check == "accepted_values" and isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
         # Spark's IN compares a time with a string as text ("2024-01-01 00:00:00" is not
         # "2024-01-01"): the values are cast to the column's type instead (not part of the spec)
-        c.values_as = v.dtype(c).simpleString()
-    v.conditions.append((c, label))
+        c.values_as = dtype.simpleString()
 
 
 def type_holds(dtype, x):
@@ -1805,19 +1811,28 @@ def type_holds(dtype, x):
     if isinstance(dtype, T.FloatType):
         return float32_of(x) == x
     bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}[type(dtype)]
-    return float(x).is_integer() and -2 ** (bits - 1) <= int(x) < 2 ** (bits - 1)
+    exact = written_decimal(x)
+    return exact == exact.to_integral_value() and -2 ** (bits - 1) <= exact < 2 ** (bits - 1)
 
 
 def as_float32(x):
     """A number bound or value beside a float column: the float whose shortest decimal form it is
-    (exactly, as a double: Spark widens the column to double), so 0.1 equals the column's 0.1, a
-    little above the double 0.1; any other number as it is (1000000.05 is not the float
-    1000000.0625, whose form is 1000000.06)."""
+    written as (exactly, as a double: Spark widens the column to double), so 0.1 equals the
+    column's 0.1, a little above the double 0.1; any other number as it is, as a double where
+    that is exact (Spark would round a whole number beside a float column to a float: 16777217
+    to 16777216; and 1000000.05 is not the float 1000000.0625, whose form is 1000000.06)."""
     f = float32_of(x)
     if f is None:
         return x
     shortest = next(t for t in (f"{f:.{p}g}" for p in range(1, 10)) if float32_of(float(t)) == f)
-    return f if float(shortest) == x else x
+    if Decimal(shortest) == written_decimal(x):
+        return f
+    return float(x) if isinstance(x, int) and abs(x) <= 2 ** 53 else x
+
+
+def written_decimal(x):
+    """A number as the decimal it was written as (a DQDL number keeps its text; else its repr)."""
+    return Decimal(getattr(x, "text", None) or repr(x)) if isinstance(x, float) else Decimal(x)
 
 
 def float32_of(x):
@@ -2440,7 +2455,7 @@ def _in_order(low, high):
     k, j = _order_key(low), _order_key(high)
     if _same_order(low, high) and k[1] > j[1]:
         if k[0] == "time of day":  # meant across midnight? a window of today's times cannot be
-            raise _error(low.tok, f"{low.tok.text} is later than {high.tok.text}: times of day are today's, "
+            raise _error(low.tok, f"{json.dumps(low.value)} is later than {json.dumps(high.value)}: times of day are today's, "
                                   "so write the earlier first (a window across midnight: two rules joined by OR)")
         return [high, low]
     return [low, high]
@@ -3265,6 +3280,8 @@ def _column_values(rule):
         for a in args:
             if not (a.kind in ("num", "now") or a.kind == "str" and _DATETIME.fullmatch(a.value)):
                 raise _error(a.tok, "compare with a number, a date \"YYYY-MM-DD\", a time \"9:30 AM\" or now()")
+            if a.kind == "str" and not parses(datetime.fromisoformat, a.value):  # Spark's cast: NULL
+                raise _error(a.tok, f"{a.tok.text} is not a date")
     kinds = {a.kind for a in args}
     if {"num", "str"} <= kinds:  # the grammar's values (and lists) are numbers or strings
         raise _error(cond.tok, "compare with numbers or with strings, not both")
@@ -3289,9 +3306,8 @@ def _column_values(rule):
         # folds typeof away, so one branch is left of the plan
         by_type = {"string": _sql_condition(f"CAST({c} AS DOUBLE)", op, [
             a._replace(kind="double") if a.kind == "num" else a for a in args], ordered)}
-        if any(a.kind == "num" and as_float32(a.value) != a.value for a in args):  # as valid_bounds reads them
-            by_type["float"] = _sql_condition(c, op, [a._replace(kind="double", value=as_float32(a.value))
-                                                      if a.kind == "num" else a for a in args], ordered)
+        by_type["float"] = _sql_condition(c, op, [a._replace(kind="double", value=as_float32(a.value))  # as fit_bounds
+                                                  if a.kind == "num" else a for a in args], ordered)
         sql = ("CASE " + " ".join(f"WHEN typeof({c}) = '{t}' THEN {s}" for t, s in by_type.items())
                + f" ELSE {sql} END")
     return _row_outcome(column, op, sql, "null" in kinds)

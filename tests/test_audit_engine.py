@@ -288,6 +288,29 @@ def test_a_batchs_timestamp_ntz_column_staged_as_a_timestamp_takes_a_bound_with_
     source = parquet(spark, tmp_path / "n", [(2, datetime(2024, 6, 1, 10))], "id int, ts timestamp_ntz")
     code, report = wap.run(source, checks=[{"check": "between", "column": "ts", "max": "2024-06-01T12:00:00+05:00"}])
     assert code == 3 and report.checks[0]["failing_rows"] == 1, (report.error, report.checks)  # 10:00 UTC > 07:00 UTC
+    source = parquet(spark, tmp_path / "m", [(3, datetime(2024, 6, 1, 7)), (4, datetime(2024, 6, 1, 12))],
+                     "id int, ts timestamp_ntz")
+    code, report = wap.run(source, checks=[{"check": "accepted_values", "column": "ts",
+                                            "values": ["2024-06-01T12:00:00+05:00"]}])
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, (report.error, report.checks)
+    assert report.checks[0]["sample"][0]["id"] == 4, report.checks  # 07:00 UTC is the accepted instant
+
+
+def test_a_batchs_float_column_staged_as_a_double_is_judged_as_the_double_it_is(wap, spark, tmp_path):
+    """The audit reads the staged double 0.10000000149011612: it is not 0.1, by = as by !=."""
+    assert wap.run([{"id": 1, "f": 0.5}], checks=[])[0] == 0
+    source = parquet(spark, tmp_path / "f", [(2, 0.1)], "id int, f float")
+    code, report = wap.run(source, checks='Rules = [ ColumnValues "f" in [0.1], ColumnValues "f" != 0.1 ]')
+    assert code == 3 and [r["failing_rows"] for r in report.checks] == [1, 0], report.checks
+
+
+def test_a_whole_number_no_float_holds_is_compared_exactly_beside_a_float_column(wap, spark, tmp_path):
+    """Spark would round 16777217 to the float 16777216 beside a float column."""
+    source = parquet(spark, tmp_path / "f", [(1, 16777216.0)], "id int, f float")
+    code, report = wap.run(source, checks=[{"check": "between", "column": "f", "min": 16777217, "name": "min"}])
+    assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks
+    code, report = wap.run(source, checks='Rules = [ ColumnValues "f" != 16777217 ]')
+    assert code == 0 and report.checks[0]["failing_rows"] == 0, report.checks
 
 
 @pytest.mark.parametrize("schema,values,failing", [("id int, f int", [1.5, 2.5], 2), ("id int, f tinyint", [300, 1], 1),

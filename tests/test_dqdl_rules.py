@@ -520,3 +520,7 @@ def test_a_json_condition_takes_between_ends_either_way_round(wap):
                                   'FileFreshness between "9:30 PM" and "9:30 AM"'])
 def test_two_times_of_day_with_the_later_first_are_refused_for_the_window_may_cross_midnight(rule):
     assert "is later than" in error(f"Rules = [ {rule} ]")
+
+
+def test_a_date_that_does_not_exist_is_refused_where_it_bounds_values():
+    assert '"2024-02-30" is not a date' in error('Rules = [ ColumnValues "d" not between "2024-02-30" and now() ]')
