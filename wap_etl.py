@@ -1710,10 +1710,19 @@ def valid_query(spark, c, label, df, t):
 
 def fit_staged_bounds(checks, plan):
     """Every between's and accepted_values' literals fitted to its column as staged (fit_bounds)."""
+    from pyspark.sql import types as T
     types = {f.name.lower(): f.dataType for f in plan.df.schema.fields}
-    for c in leaf_checks(checks):
-        if c.check in ("between", "accepted_values"):
-            fit_bounds(c, types[c.column.lower()], f"check {c.name!r}")
+    fitted = [c for c in leaf_checks(checks) if c.check in ("between", "accepted_values")]
+    for c in fitted:
+        dtype = types[c.column.lower()]
+        if plan.create and isinstance(dtype, (T.ByteType, T.ShortType)):  # as Iceberg will store it
+            dtype = T.IntegerType()
+        fit_bounds(c, dtype, f"check {c.name!r}")
+    for c in fitted:  # as fitted, against the staged types
+        try:
+            plan.df.select(failing_rows_condition(c)).schema
+        except Exception as e:
+            raise bad_input(f"check {c.name!r}: cannot apply to column {c.column!r}: {first_line(e)}") from None
 
 
 def validate_staged_queries(spark, checks, plan, t):
@@ -1816,18 +1825,32 @@ def type_holds(dtype, x):
 
 
 def as_float32(x):
-    """A number bound or value beside a float column: the float whose shortest decimal form it is
-    written as (exactly, as a double: Spark widens the column to double), so 0.1 equals the
-    column's 0.1, a little above the double 0.1; any other number as it is, as a double where
-    that is exact (Spark would round a whole number beside a float column to a float: 16777217
-    to 16777216; and 1000000.05 is not the float 1000000.0625, whose form is 1000000.06)."""
+    """A number bound or value beside a float column, as a double Spark compares the column with
+    exactly (it widens the column to double): the float whose shortest decimal form it is written
+    as (0.1 equals the column's 0.1, a little above the double 0.1), or else the midpoint of the
+    two floats around it, which every float compares with as with the number itself (Spark would
+    round a whole number beside a float column to a float, 16777217 to 16777216, and a double
+    may round onto a float; 1000000.05 is no float's form: 1000000.0625 is 1000000.06's)."""
     f = float32_of(x)
     if f is None:
         return x
     shortest = next(t for t in (f"{f:.{p}g}" for p in range(1, 10)) if float32_of(float(t)) == f)
-    if Decimal(shortest) == written_decimal(x):
+    exact = written_decimal(x)
+    if Decimal(shortest) == exact or Decimal(f) == exact:
         return f
-    return float(x) if isinstance(x, int) and abs(x) <= 2 ** 53 else x
+    other = float32_step(f, 1 if Decimal(f) < exact else -1)
+    return f if other is None else (f + other) / 2  # exact: a float's 24 bits and one more
+
+
+def float32_step(f, step):
+    """The float next to the float f, up (step 1) or down (-1); None past the largest."""
+    bits = struct.unpack("<i", struct.pack("<f", f))[0]
+    if f == 0:
+        bits = 1 if step > 0 else -2 ** 31 + 1  # the smallest subnormals, either side of zero
+    else:
+        bits += step if f > 0 else -step
+    out = struct.unpack("<f", struct.pack("<i", bits))[0]
+    return out if math.isfinite(out) else None
 
 
 def written_decimal(x):

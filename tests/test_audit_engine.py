@@ -311,6 +311,10 @@ def test_a_whole_number_no_float_holds_is_compared_exactly_beside_a_float_column
     assert code == 3 and report.checks[0]["failing_rows"] == 1, report.checks
     code, report = wap.run(source, checks='Rules = [ ColumnValues "f" != 16777217 ]')
     assert code == 0 and report.checks[0]["failing_rows"] == 0, report.checks
+    source = parquet(spark, tmp_path / "g", [(1, float(2 ** 53))], "id int, f float")
+    code, report = wap.run(source, checks=[{"check": "between", "column": "f", "min": 2 ** 53 + 1},
+                                           {"check": "between", "column": "f", "max": 2 ** 53 - 1, "name": "max"}])
+    assert code == 3 and [r["failing_rows"] for r in report.checks] == [1, 1], report.checks
 
 
 @pytest.mark.parametrize("schema,values,failing", [("id int, f int", [1.5, 2.5], 2), ("id int, f tinyint", [300, 1], 1),
