@@ -18,10 +18,11 @@ def one(rule):
     return check
 
 
-def by_type(column, text, exact):
-    """A ColumnValues comparison with numbers: a text column's values read as doubles, any other
-    column's compared exactly (Spark folds the typeof away)."""
-    return f"CASE WHEN typeof({column}) = 'string' THEN {text} ELSE {exact} END"
+def by_type(column, text, floats, exact):
+    """A ColumnValues comparison with numbers: a text column's values read as doubles, a float
+    column's with the numbers as its floats, any other column's compared exactly (Spark folds the
+    typeof away)."""
+    return f"CASE WHEN typeof({column}) = 'string' THEN {text} WHEN typeof({column}) = 'float' THEN {floats} ELSE {exact} END"
 
 
 def error(text):
@@ -91,12 +92,13 @@ def test_column_values_in_with_whitespaces_only_is_an_expression():
 def test_column_values_not_in():
     assert one('ColumnValues "age" not in [21, 22]') == {
         "check": "expression", "expr": "coalesce(`age` IS NULL OR (" + by_type(
-            "`age`", "CAST(`age` AS DOUBLE) NOT IN (21D, 22D)", "`age` NOT IN (21L, 22L)") + "), false)"}
+            "`age`", "CAST(`age` AS DOUBLE) NOT IN (21D, 22D)", "`age` NOT IN (21.0D, 22.0D)",
+            "`age` NOT IN (21L, 22L)") + "), false)"}
     # an explicit NULL in the list makes NULL rows fail (per the DQDL docs)
     assert one('ColumnValues "age" not in [21, NULL]') == {
         "check": "expression", "expr": "coalesce(" + by_type(
             "`age`", "CAST(`age` AS DOUBLE) IS NOT NULL AND CAST(`age` AS DOUBLE) NOT IN (21D)",
-            "`age` IS NOT NULL AND `age` NOT IN (21L)") + ", false)"}
+            "`age` IS NOT NULL AND `age` NOT IN (21.0D)", "`age` IS NOT NULL AND `age` NOT IN (21L)") + ", false)"}
 
 
 def test_column_values_equal_and_not_equal():
@@ -104,7 +106,7 @@ def test_column_values_equal_and_not_equal():
         "check": "accepted_values", "column": "c", "values": ["A"], "allow_null": False}
     assert one('ColumnValues "c" != "A"') == {"check": "expression", "expr": "coalesce(`c` IS NULL OR (`c` <> 'A'), false)"}
     assert one('ColumnValues "c" ! = 5') == {"check": "expression", "expr": "coalesce(`c` IS NULL OR ("
-                                                + by_type("`c`", "CAST(`c` AS DOUBLE) <> 5D", "`c` <> 5L") + "), false)"}
+                                                + by_type("`c`", "CAST(`c` AS DOUBLE) <> 5D", "`c` <> 5.0D", "`c` <> 5L") + "), false)"}
     assert one('ColumnValues "c" != NULL') == {"check": "not_null", "column": "c"}
     assert one('ColumnValues "c" = NULL') == {"check": "expression", "expr": "coalesce(`c` IS NULL, false)"}
     assert one('ColumnValues "c" = EMPTY') == {
@@ -132,7 +134,8 @@ def test_column_values_comparisons_strict_and_inclusive():
 def test_column_values_not_between():
     assert one('ColumnValues "x" not between 1 and 5') == {
         "check": "expression", "expr": "coalesce(`x` IS NOT NULL AND (" + by_type(
-            "`x`", "(CAST(`x` AS DOUBLE) <= 1D OR CAST(`x` AS DOUBLE) >= 5D)", "(`x` <= 1L OR `x` >= 5L)") + "), false)"}
+            "`x`", "(CAST(`x` AS DOUBLE) <= 1D OR CAST(`x` AS DOUBLE) >= 5D)", "(`x` <= 1.0D OR `x` >= 5.0D)",
+            "(`x` <= 1L OR `x` >= 5L)") + "), false)"}
 
 
 def test_column_values_dates_relative_to_now():
@@ -304,12 +307,14 @@ def test_data_freshness_is_per_row():
 def test_numbers_keep_every_digit():
     # exactly, beside any column but a text one (whose values are read as doubles)
     assert one('ColumnValues "x" not in [1000, 2000]')["expr"] == "coalesce(`x` IS NULL OR (" + by_type(
-        "`x`", "CAST(`x` AS DOUBLE) NOT IN (1000D, 2000D)", "`x` NOT IN (1000L, 2000L)") + "), false)"
+        "`x`", "CAST(`x` AS DOUBLE) NOT IN (1000D, 2000D)", "`x` NOT IN (1000.0D, 2000.0D)",
+        "`x` NOT IN (1000L, 2000L)") + "), false)"
     assert one('ColumnValues "x" != 19.99')["expr"] == "coalesce(`x` IS NULL OR (" + by_type(
-        "`x`", "CAST(`x` AS DOUBLE) <> 19.99D", "`x` <> 19.99") + "), false)"
+        "`x`", "CAST(`x` AS DOUBLE) <> 19.99D", "`x` <> 19.989999771118164D", "`x` <> 19.99") + "), false)"
     assert one('ColumnLength "x" <= 1000')["expr"] == "coalesce(length(`x`), 0) <= 1000L"
     assert one('ColumnValues "x" not between 0.5 and 1234.5678')["expr"] == \
         "coalesce(`x` IS NOT NULL AND (" + by_type("`x`", "(CAST(`x` AS DOUBLE) <= 0.5D OR CAST(`x` AS DOUBLE) >= 1234.5678D)",
+                                                   "(`x` <= 0.5D OR `x` >= 1234.5678100585938D)",
                                                    "(`x` <= 0.5 OR `x` >= 1234.5678)") + "), false)"
 
 
@@ -380,7 +385,7 @@ def test_of_connector():
 def test_odd_column_names_are_quoted():
     assert one('ColumnValues "order id" != "x"')["expr"] == "coalesce(`order id` IS NULL OR (`order id` <> 'x'), false)"
     assert one('ColumnValues "a`b" != 1')["expr"] == "coalesce(`a``b` IS NULL OR (" + by_type(
-        "`a``b`", "CAST(`a``b` AS DOUBLE) <> 1D", "`a``b` <> 1L") + "), false)"
+        "`a``b`", "CAST(`a``b` AS DOUBLE) <> 1D", "`a``b` <> 1.0D", "`a``b` <> 1L") + "), false)"
     assert one('ColumnValues "it\\"s" = 1') == {"check": "accepted_values", "column": 'it"s', "values": [1],
                                                 "allow_null": False}
     assert one('ColumnLength "x.y-z" > 1')["expr"] == "coalesce(length(`x.y-z`), 0) > 1L"
