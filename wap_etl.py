@@ -1708,19 +1708,22 @@ def valid_query(spark, c, label, df, t):
                 raise bad_input(f"{label}: the query's rows cannot be paired with the batch's: {first_line(e)}") from None
 
 
-def fit_staged_bounds(checks, plan):
-    """Every between's and accepted_values' literals fitted to its column as staged (fit_bounds)."""
+def fit_staged_bounds(checks, staged):
+    """Every between's and accepted_values' literals fitted to its column as staged (fit_bounds):
+    `staged`, the batch as it will be staged (or the staged rows)."""
     from pyspark.sql import types as T
-    types = {f.name.lower(): f.dataType for f in plan.df.schema.fields}
-    fitted = [c for c in leaf_checks(checks) if c.check in ("between", "accepted_values")]
+    types = {f.name.lower(): f.dataType for f in staged.schema.fields}
+    fitted = [c for c in leaf_checks(checks) if c.check in ("between", "accepted_values")
+              and not getattr(c, "fitted", False)]  # once: fitting a fitted float moves it
     for c in fitted:
         dtype = types[c.column.lower()]
-        if plan.create and isinstance(dtype, (T.ByteType, T.ShortType)):  # as Iceberg will store it
+        if isinstance(dtype, (T.ByteType, T.ShortType)):  # as Iceberg stores it (a new table or column)
             dtype = T.IntegerType()
         fit_bounds(c, dtype, f"check {c.name!r}")
+        c.fitted = True
     for c in fitted:  # as fitted, against the staged types
         try:
-            plan.df.select(failing_rows_condition(c)).schema
+            staged.select(failing_rows_condition(c)).schema
         except Exception as e:
             raise bad_input(f"check {c.name!r}: cannot apply to column {c.column!r}: {first_line(e)}") from None
 
@@ -1729,7 +1732,7 @@ def validate_staged_queries(spark, checks, plan, t):
     """A merge carries columns only its --delete_condition reads, which the staged rows (a query's
     {batch} at the audit, where a drop check reading a table is counted again) lack: its queries
     and those drop checks are validated again without them. Bounds are fitted to the staged types."""
-    fit_staged_bounds(checks, plan)
+    fit_staged_bounds(checks, plan.df)
     staged = plan.df.select(*[col(n) for n in plan.columns])
     if len(staged.columns) < len(plan.df.columns):
         for c in leaf_checks(checks):
@@ -1843,14 +1846,15 @@ def as_float32(x):
 
 
 def float32_step(f, step):
-    """The float next to the float f, up (step 1) or down (-1); None past the largest."""
+    """The float next to the float f, up (step 1) or down (-1); past the largest, 2^128 (so a
+    number between it and 2^128, which Python packs as the largest float, is not taken for it)."""
     bits = struct.unpack("<i", struct.pack("<f", f))[0]
     if f == 0:
         bits = 1 if step > 0 else -2 ** 31 + 1  # the smallest subnormals, either side of zero
     else:
         bits += step if f > 0 else -step
     out = struct.unpack("<f", struct.pack("<i", bits))[0]
-    return out if math.isfinite(out) else None
+    return out if math.isfinite(out) else math.copysign(2.0 ** 128, f)  # past the largest: as if one more
 
 
 def written_decimal(x):
@@ -3330,7 +3334,7 @@ def _column_values(rule):
         by_type = {"string": _sql_condition(f"CAST({c} AS DOUBLE)", op, [
             a._replace(kind="double") if a.kind == "num" else a for a in args], ordered)}
         by_type["float"] = _sql_condition(c, op, [a._replace(kind="double", value=as_float32(a.value))  # as fit_bounds
-                                                  if a.kind == "num" else a for a in args], ordered)
+                                                  if a.kind == "num" else a for a in args], ordered, spelled=True)
         sql = ("CASE " + " ".join(f"WHEN typeof({c}) = '{t}' THEN {s}" for t, s in by_type.items())
                + f" ELSE {sql} END")
     return _row_outcome(column, op, sql, "null" in kinds)
@@ -3412,9 +3416,11 @@ def _whole(val):
 _BLANK = _lit(r"^\s+$")   # WHITESPACES_ONLY: one or more whitespace characters
 
 
-def _sql_condition(lhs, op, args, ordered=True):
+def _sql_condition(lhs, op, args, ordered=True, spelled=False):
     """A Spark SQL condition for lhs <op> args, with DQDL's NULL/EMPTY/WHITESPACES_ONLY; between's
-    ends as given if `ordered`, else the lower of them first at the audit."""
+    ends as given if `ordered`, else the lower of them first at the audit; a list `spelled` out as
+    equalities (beside a float column: Spark leaves a value no float holds out of an IN, and an
+    IN it empties fails in the scan)."""
     values = [_sql_value(a) for a in args if a.kind not in ("null", "empty", "blank")]
     if not ordered and len(values) == 2:  # a date beside now() or a time of day: as a time
         ends = ", ".join(f"CAST({v} AS TIMESTAMP)" if a.kind == "str" else v for a, v in zip(args, values))
@@ -3428,7 +3434,7 @@ def _sql_condition(lhs, op, args, ordered=True):
     # Spark's IN compares a date or time column with a string as text ("2024-01-01 00:00:00" is
     # not "2024-01-01"), where = and <> cast the string to the column's type: dates are listed so
     dated = any(a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
-    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if dated else f"{lhs} IN ({', '.join(values)})")
+    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if dated or spelled else f"{lhs} IN ({', '.join(values)})")
     if op == "=" and values:
         return f"{lhs} = {values[0]}"
     if op in ("=", "in"):
@@ -3438,7 +3444,7 @@ def _sql_condition(lhs, op, args, ordered=True):
         return f"{lhs} <> {values[0]}"
     if op in ("!=", "not in"):
         return " AND ".join(([f"{lhs} IS NOT NULL"] if null else [])
-                            + ([f"NOT {among}" if dated else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
+                            + ([f"NOT {among}" if dated or spelled else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
                             + [f"NOT ({b})" for b in blanks])
     if op == "not matches":
         return f"NOT ({lhs} RLIKE {_lit(_whole(args[0]))})"

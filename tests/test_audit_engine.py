@@ -315,6 +315,18 @@ def test_a_whole_number_no_float_holds_is_compared_exactly_beside_a_float_column
     code, report = wap.run(source, checks=[{"check": "between", "column": "f", "min": 2 ** 53 + 1},
                                            {"check": "between", "column": "f", "max": 2 ** 53 - 1, "name": "max"}])
     assert code == 3 and [r["failing_rows"] for r in report.checks] == [1, 1], report.checks
+    largest = 3.4028234663852886e38  # and a number between the largest float and 2^128 is not it
+    source = parquet(spark, tmp_path / "h", [(1, largest)], "id int, f float")
+    code, report = wap.run(source, checks=[{"check": "between", "column": "f", "min": 3.40282354e38},
+                                           {"check": "accepted_values", "column": "f", "values": [3.40282354e38]}])
+    assert code == 3 and [r["failing_rows"] for r in report.checks] == [1, 1], report.checks
+
+
+def test_a_dqdl_list_of_numbers_no_float_holds_is_judged_beside_a_float_column(wap, spark, tmp_path):
+    """Spark leaves such values out of an IN on a float column, and an IN it empties fails the scan."""
+    source = parquet(spark, tmp_path / "f", [(1, 16777216.0), (2, 0.5)], "id int, f float")
+    code, report = wap.run(source, checks='Rules = [ ColumnValues "f" not in [16777217, 1000000.05] ]')
+    assert code == 0 and report.checks[0]["failing_rows"] == 0, (report.error, report.checks)
 
 
 @pytest.mark.parametrize("schema,values,failing", [("id int, f int", [1.5, 2.5], 2), ("id int, f tinyint", [300, 1], 1),

@@ -370,6 +370,7 @@ def proven_and_scanned(wap, spark, path, checks, batch_id):
     ledger = wap_etl.Ledger(spark, wap_etl.TableRef("local", wap.ns, "orders_wap_runs"), f"local.{wap.table}")
     staged_df = wap_etl.read_staged(spark, table, report.staged_snapshot, report.main_snapshot_before)
     wap_etl.validate_checks_against(spark, checks, staged_df, table)  # as the job does before any audit
+    wap_etl.fit_staged_bounds(checks, staged_df)
     def audit(proof_snapshot=None):
         return wap_etl.audit(wap_etl.Audit(spark, table, staged_df, report.main_snapshot_before, ledger),
                              checks, proof_snapshot)[0]
