@@ -1836,8 +1836,7 @@ def as_float32(x):
     exact = written_decimal(x)
     if Decimal(shortest) == exact or Decimal(f) == exact:
         return f
-    other = float32_step(f, 1 if Decimal(f) < exact else -1)
-    return f if other is None else (f + other) / 2  # exact: a float's 24 bits and one more
+    return (f + float32_step(f, 1 if Decimal(f) < exact else -1)) / 2  # exact: a float's 24 bits and one more
 
 
 def float32_step(f, step):
