@@ -2474,7 +2474,7 @@ def _in_order(low, high):
     the later first are refused: the window the rule means may cross midnight);
     others when evaluated: a metric's dynamic ends by COMPARATORS, a row test's by least/greatest."""
     k, j = _order_key(low), _order_key(high)
-    if _same_order(low, high) and k[1] > j[1]:
+    if k and j and k[0] == j[0] and k[1] > j[1]:
         if k[0] == "time of day":  # meant across midnight? a window of today's times cannot be
             raise _error(low.tok, f"{json.dumps(low.value)} is later than {json.dumps(high.value)}: times of day are today's, "
                                   "so write the earlier first (a window across midnight: two rules joined by OR)")
@@ -3328,7 +3328,7 @@ def _column_values(rule):
         by_type = {"string": _sql_condition(f"CAST({c} AS DOUBLE)", op, [
             a._replace(kind="double") if a.kind == "num" else a for a in args], ordered)}
         by_type["float"] = _sql_condition(c, op, [a._replace(kind="double", value=as_float32(a.value))  # as fit_bounds
-                                                  if a.kind == "num" else a for a in args], ordered, spelled=True)
+                                                  if a.kind == "num" else a for a in args], ordered)
         sql = ("CASE " + " ".join(f"WHEN typeof({c}) = '{t}' THEN {s}" for t, s in by_type.items())
                + f" ELSE {sql} END")
     return _row_outcome(column, op, sql, "null" in kinds)
@@ -3410,11 +3410,9 @@ def _whole(val):
 _BLANK = _lit(r"^\s+$")   # WHITESPACES_ONLY: one or more whitespace characters
 
 
-def _sql_condition(lhs, op, args, ordered=True, spelled=False):
+def _sql_condition(lhs, op, args, ordered=True):
     """A Spark SQL condition for lhs <op> args, with DQDL's NULL/EMPTY/WHITESPACES_ONLY; between's
-    ends as given if `ordered`, else the lower of them first at the audit; a list `spelled` out as
-    equalities (beside a float column: Spark leaves a value no float holds out of an IN, and an
-    IN it empties fails in the scan)."""
+    ends as given if `ordered`, else the lower of them first at the audit."""
     values = [_sql_value(a) for a in args if a.kind not in ("null", "empty", "blank")]
     if not ordered and len(values) == 2:  # a date beside now() or a time of day: as a time
         ends = ", ".join(f"CAST({v} AS TIMESTAMP)" if a.kind == "str" else v for a, v in zip(args, values))
@@ -3428,7 +3426,7 @@ def _sql_condition(lhs, op, args, ordered=True, spelled=False):
     # Spark's IN compares a date or time column with a string as text ("2024-01-01 00:00:00" is
     # not "2024-01-01"), where = and <> cast the string to the column's type: dates are listed so
     dated = any(a.kind == "str" and _DATETIME.fullmatch(a.value) for a in args)
-    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if dated or spelled else f"{lhs} IN ({', '.join(values)})")
+    among = (f"({' OR '.join(f'{lhs} = {v}' for v in values)})" if dated else f"{lhs} IN ({', '.join(values)})")
     if op == "=" and values:
         return f"{lhs} = {values[0]}"
     if op in ("=", "in"):
@@ -3438,7 +3436,7 @@ def _sql_condition(lhs, op, args, ordered=True, spelled=False):
         return f"{lhs} <> {values[0]}"
     if op in ("!=", "not in"):
         return " AND ".join(([f"{lhs} IS NOT NULL"] if null else [])
-                            + ([f"NOT {among}" if dated or spelled else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
+                            + ([f"NOT {among}" if dated else f"{lhs} NOT IN ({', '.join(values)})"] if values else [])
                             + [f"NOT ({b})" for b in blanks])
     if op == "not matches":
         return f"NOT ({lhs} RLIKE {_lit(_whole(args[0]))})"

@@ -323,7 +323,8 @@ def test_a_whole_number_no_float_holds_is_compared_exactly_beside_a_float_column
 
 
 def test_a_dqdl_list_of_numbers_no_float_holds_is_judged_beside_a_float_column(wap, spark, tmp_path):
-    """Spark leaves such values out of an IN on a float column, and an IN it empties fails the scan."""
+    """No float is 16777217 or 1000000.05: every row passes a not in of them (Spark, which leaves
+    such values out of an IN on a float column, is given them as doubles no float equals)."""
     source = parquet(spark, tmp_path / "f", [(1, 16777216.0), (2, 0.5)], "id int, f float")
     code, report = wap.run(source, checks='Rules = [ ColumnValues "f" not in [16777217, 1000000.05] ]')
     assert code == 0 and report.checks[0]["failing_rows"] == 0, (report.error, report.checks)
