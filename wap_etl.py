@@ -1873,7 +1873,7 @@ def decimal_literals(dtype, values):
     Spark's common type of the column and all of them holds every one; else doubles, whole
     numbers too (a value that does not fit the common type would compare as NULL: 10^18 beside
     decimal(38,20), whose common type keeps 18 whole digits)."""
-    exact = [Decimal(getattr(x, "text", None) or repr(x)) if isinstance(x, float) and math.isfinite(x) else x
+    exact = [written_decimal(x) if isinstance(x, float) and math.isfinite(x) else x
              for x in values]
     exact = [Decimal(int(x)) if isinstance(x, Decimal) and x.as_tuple().exponent > 0 else x
              for x in exact]  # 1E+2 as 100: Spark takes no negative scale
